@@ -1,0 +1,10 @@
+#include "api/context.h"
+
+namespace weft {
+
+EagerContext& eager_context() {
+  thread_local EagerContext ctx;
+  return ctx;
+}
+
+}  // namespace weft

@@ -1,0 +1,39 @@
+// Devices as users see them: listing them and choosing where ops run.
+//
+//   for (const auto& d : weft::list_devices()) std::cout << d.name << " " << d.memory_bytes << "\n";
+//   { weft::DeviceScope s("/gpu:0"); auto y = weft::matmul(a, b); }   // runs on GPU 0
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+struct DeviceInfo {
+  std::string name;         // "/job:localhost/replica:0/task:0/device:CPU:0"
+  std::string type;         // "CPU" or "GPU"
+  int64_t memory_bytes = 0;
+  int cores = 0;            // physical cores, or streaming multiprocessors on a GPU
+  std::string description;
+};
+
+std::vector<DeviceInfo> list_devices();
+
+// Places ops created inside it: eager ops run there; graph ops request it. A GPU that this
+// process does not have falls back to the CPU (soft placement), with one notice on stderr.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const std::string& device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  class Device* previous_;
+};
+
+// The device name requested by the innermost DeviceScope, "" when none.
+std::string current_device_request();
+
+}  // namespace weft

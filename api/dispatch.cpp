@@ -1,0 +1,139 @@
+#include "api/dispatch.h"
+
+#include <array>
+#include <mutex>
+
+#include "api/context.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft {
+
+const OpDef& op_def(std::string_view name) {
+  register_builtin_ops();
+  return op_registry().get(name);
+}
+
+namespace {
+
+std::string describe_inputs(std::span<const Tensor> inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) s += ", ";
+    s += std::string(dtype_name(inputs[i].dtype())) + inputs[i].shape().to_string();
+  }
+  return s;
+}
+
+void check_inputs(const OpDef& op, std::span<const Tensor> inputs) {
+  int n = static_cast<int>(inputs.size());
+  if (n < op.min_inputs || (op.max_inputs >= 0 && n > op.max_inputs)) {
+    std::string want = op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
+                       : op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                                           : std::to_string(op.min_inputs) + " to " + std::to_string(op.max_inputs);
+    throw InvalidArgument("[" + op.display + "] takes " + want + " inputs, got " + std::to_string(n));
+  }
+  for (int i = 0; i < n; ++i)
+    if (!inputs[i].defined())
+      throw InvalidArgument("[" + op.display + "] input " + std::to_string(i) +
+                            " is an empty Tensor handle (default-constructed or moved from)");
+}
+
+[[noreturn]] void no_kernel(const OpDef& op, DType dtype, std::span<const Tensor> inputs) {
+  std::string have;
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (op.kernel(DeviceType::CPU, static_cast<DType>(d))) {
+      if (!have.empty()) have += ", ";
+      have += dtype_name(static_cast<DType>(d));
+    }
+  throw InvalidArgument("[" + op.display + "] dtype " + std::string(dtype_name(dtype)) +
+                        " is not supported (inputs: " + describe_inputs(inputs) + "; supported: " + have + ")");
+}
+
+// Eager placement: the innermost DeviceScope, else the device of the first input, else the CPU.
+// A GPU lacking a kernel for this op and dtype falls back to the CPU.
+Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType kernel_dtype, KernelFn* fn) {
+  Device* dev = eager_context().scoped_device;
+  if (!dev) dev = inputs.empty() ? cpu_device() : inputs[0].device_ptr();
+  *fn = op.kernel(dev->type(), kernel_dtype);
+  if (!*fn && dev->type() != DeviceType::CPU) {
+    dev = cpu_device();
+    *fn = op.kernel(DeviceType::CPU, kernel_dtype);
+  }
+  return dev;
+}
+
+// Inputs living on another device are copied to the kernel's device.
+std::span<const Tensor> inputs_on(Device* dev, std::span<const Tensor> inputs, std::vector<Tensor>& moved) {
+  bool all_here = true;
+  for (const Tensor& t : inputs) all_here &= t.device_ptr() == dev;
+  if (all_here) return inputs;
+  moved.clear();
+  for (const Tensor& t : inputs) moved.push_back(t.to(dev));
+  return moved;
+}
+
+template <class Outputs>
+void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, InferContext& ic, Outputs& outs) {
+  DType kernel_dtype = op.kernel_dtype_input >= 0 ? inputs[op.kernel_dtype_input].dtype() : ic.output(0).dtype;
+  KernelFn fn = nullptr;
+  Device* dev = choose_device(op, inputs, kernel_dtype, &fn);
+  if (!fn && !op.has(kForwardsInput)) no_kernel(op, kernel_dtype, inputs);
+  std::vector<Tensor> moved;
+  std::span<const Tensor> ins = inputs_on(dev, inputs, moved);
+  for (int i = 0; i < ic.num_outputs(); ++i) {
+    const TensorMeta& m = ic.output(i);
+    if (i == 0 && op.has(kForwardsInput)) outs[0] = ins[0].view(m.shape);
+    else outs[i] = Tensor::empty(m.dtype, m.shape, dev);
+  }
+  if (fn) {
+    KernelContext kc{op, ins, std::span<Tensor>(outs.data(), static_cast<size_t>(ic.num_outputs())), attrs, *dev};
+    fn(kc);
+  }
+}
+
+bool any_symbolic(std::span<const Tensor> inputs) {
+  for (const Tensor& t : inputs)
+    if (t.is_symbolic()) return true;
+  return false;
+}
+
+[[noreturn]] void symbolic_outside_graph(const OpDef& op) {
+  throw FailedPrecondition("[" + op.display +
+                           "] got a symbolic tensor outside of its graph: symbolic tensors can only be used while "
+                           "the graph or function that made them is being built");
+}
+
+}  // namespace
+
+std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             const SourceLocation& where) {
+  check_inputs(op, inputs);
+  EagerContext& ctx = eager_context();
+  InferContext ic(op, inputs, attrs);
+  op.infer(ic);
+  if (ctx.recorder) return ctx.recorder->record(op, inputs, attrs, ic, where);
+  if (any_symbolic(inputs)) symbolic_outside_graph(op);
+  std::vector<Tensor> outs(ic.num_outputs());
+  run_eager(op, inputs, attrs, ic, outs);
+  for (OpObserver* o : ctx.observers) o->on_op(op, inputs, outs, attrs);
+  return outs;
+}
+
+Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, const SourceLocation& where) {
+  check_inputs(op, inputs);
+  EagerContext& ctx = eager_context();
+  InferContext ic(op, inputs, attrs);
+  op.infer(ic);
+  if (ctx.recorder) return ctx.recorder->record(op, inputs, attrs, ic, where).at(0);
+  if (any_symbolic(inputs)) symbolic_outside_graph(op);
+  std::array<Tensor, 1> outs;
+  if (ic.num_outputs() != 1)
+    throw Internal("[" + op.display + "] dispatch1 used for an op with " + std::to_string(ic.num_outputs()) +
+                   " outputs");
+  run_eager(op, inputs, attrs, ic, outs);
+  for (OpObserver* o : ctx.observers) o->on_op(op, inputs, outs, attrs);
+  return std::move(outs[0]);
+}
+
+}  // namespace weft

@@ -1,0 +1,40 @@
+// Shape and indexing ops.
+//
+//   reshape(x, {2, -1});  transpose(x);  transpose(x, {0, 2, 1});
+//   concat({a, b}, 0);    slice(x, {0, 1}, {2, -1});   gather(params, indices, 1);
+//   one_hot(labels, 10);  expand_dims(x, 0);  squeeze(x);  identity(x, "y");
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/dispatch.h"
+
+namespace weft {
+
+// One dim of `shape` may be -1: inferred from the element count.
+Tensor reshape(const Tensor& x, const Shape& shape, const SourceLocation& loc = SourceLocation::current());
+// perm empty: reverse the dims (a matrix transpose for rank 2).
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm = {},
+                 const SourceLocation& loc = SourceLocation::current());
+Tensor concat(const std::vector<Tensor>& values, int64_t axis, const SourceLocation& loc = SourceLocation::current());
+// size[i] == -1 takes everything from begin[i] to the end of dim i.
+Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size,
+             const SourceLocation& loc = SourceLocation::current());
+// Rows (or slices along `axis`) of params picked by int32/int64 indices; an index out of range
+// is an InvalidArgument naming it.
+Tensor gather(const Tensor& params, const Tensor& indices, int64_t axis = 0,
+              const SourceLocation& loc = SourceLocation::current());
+// float32 one-hot vectors along a new last axis; indices outside [0, depth) give all zeros.
+Tensor one_hot(const Tensor& indices, int64_t depth, const SourceLocation& loc = SourceLocation::current());
+Tensor expand_dims(const Tensor& x, int64_t axis, const SourceLocation& loc = SourceLocation::current());
+// axes empty: drop every dim of size 1.
+Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes = {},
+               const SourceLocation& loc = SourceLocation::current());
+Tensor identity(const Tensor& x, const std::string& name = "", const SourceLocation& loc = SourceLocation::current());
+// The same values; gradients do not flow through it.
+Tensor stop_gradient(const Tensor& x, const SourceLocation& loc = SourceLocation::current());
+// An op: writes `message` and the value to stderr every time it runs (eager or traced); returns x.
+Tensor print(const Tensor& x, const std::string& message = "", const SourceLocation& loc = SourceLocation::current());
+
+}  // namespace weft

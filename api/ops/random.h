@@ -1,0 +1,19 @@
+// Random tensors. An explicit seed gives the same numbers in every mode and on every device
+// (counter-based Philox: element i depends only on the seed and i). Without a seed (seed < 0)
+// each call draws a fresh seed.
+//
+//   random::normal({784, 128}, 0.f, 0.1f, /*seed=*/1);  random::uniform({10}, -1.f, 1.f, 7);
+#pragma once
+
+#include <cstdint>
+
+#include "api/dispatch.h"
+
+namespace weft::random {
+
+Tensor normal(const Shape& shape, double mean = 0.0, double stddev = 1.0, int64_t seed = -1, DType dtype = float32,
+              const SourceLocation& loc = SourceLocation::current());
+Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, int64_t seed = -1, DType dtype = float32,
+               const SourceLocation& loc = SourceLocation::current());
+
+}  // namespace weft::random

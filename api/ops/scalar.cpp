@@ -1,0 +1,73 @@
+#include "api/ops/scalar.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace weft {
+
+namespace {
+
+template <class T>
+Tensor make(DType dtype, T v) {
+  Tensor t = Tensor::empty(dtype, Shape{});
+  *static_cast<T*>(t.raw_data()) = v;
+  return t;
+}
+
+[[noreturn]] void not_representable(DType dtype, const std::string& value, const char* op) {
+  throw InvalidArgument(std::string("[") + op + "] the number " + value + " cannot be represented as " +
+                        std::string(dtype_name(dtype)) + " (cast the tensor first)");
+}
+
+template <class I>
+bool fits(double v) {
+  return std::nearbyint(v) == v && v >= static_cast<double>(std::numeric_limits<I>::lowest()) &&
+         v <= static_cast<double>(std::numeric_limits<I>::max());
+}
+
+}  // namespace
+
+Tensor scalar_tensor(DType dtype, double value, const char* op) {
+  switch (dtype) {
+    case DType::Float32: return make<float>(dtype, static_cast<float>(value));
+    case DType::Float64: return make<double>(dtype, value);
+    case DType::Float16: return make<Half>(dtype, float_to_half(static_cast<float>(value)));
+    case DType::BFloat16: return make<BFloat16>(dtype, float_to_bfloat16(static_cast<float>(value)));
+    case DType::Int32:
+      if (!fits<int32_t>(value)) not_representable(dtype, std::to_string(value), op);
+      return make<int32_t>(dtype, static_cast<int32_t>(value));
+    case DType::Int64:
+      if (!fits<int64_t>(value)) not_representable(dtype, std::to_string(value), op);
+      return make<int64_t>(dtype, static_cast<int64_t>(value));
+    case DType::Int8:
+      if (!fits<int8_t>(value)) not_representable(dtype, std::to_string(value), op);
+      return make<int8_t>(dtype, static_cast<int8_t>(value));
+    case DType::UInt8:
+      if (!fits<uint8_t>(value)) not_representable(dtype, std::to_string(value), op);
+      return make<uint8_t>(dtype, static_cast<uint8_t>(value));
+    case DType::Bool: return make<bool>(dtype, value != 0);
+  }
+  not_representable(dtype, std::to_string(value), op);
+}
+
+Tensor scalar_tensor(DType dtype, int64_t value, const char* op) {
+  auto check = [&](int64_t lo, int64_t hi) {
+    if (value < lo || value > hi) not_representable(dtype, std::to_string(value), op);
+  };
+  switch (dtype) {
+    case DType::Int32:
+      check(std::numeric_limits<int32_t>::lowest(), std::numeric_limits<int32_t>::max());
+      return make<int32_t>(dtype, static_cast<int32_t>(value));
+    case DType::Int64: return make<int64_t>(dtype, value);
+    case DType::Int8:
+      check(-128, 127);
+      return make<int8_t>(dtype, static_cast<int8_t>(value));
+    case DType::UInt8:
+      check(0, 255);
+      return make<uint8_t>(dtype, static_cast<uint8_t>(value));
+    default: return scalar_tensor(dtype, static_cast<double>(value), op);
+  }
+}
+
+}  // namespace weft

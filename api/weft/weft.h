@@ -1,0 +1,20 @@
+// weft: everything a user program needs, in namespace weft.
+//
+//   #include <weft/weft.h>
+//   auto x = weft::constant({1.f, 2.f, 3.f});
+//   std::cout << x + 1 << "\n";   // Tensor([2 3 4], shape=(3,), dtype=float32)
+#pragma once
+
+#include "api/devices.h"
+#include "api/dispatch.h"
+#include "api/ops/array.h"
+#include "api/ops/creation.h"
+#include "api/ops/linalg.h"
+#include "api/ops/math.h"
+#include "api/ops/nn.h"
+#include "api/ops/random.h"
+#include "api/ops/reduce.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/shape.h"
+#include "runtime/tensor.h"

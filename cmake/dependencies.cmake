@@ -1,0 +1,10 @@
+# Every system dependency of weft, found once for all layers. scripts/setup installs them.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(CapnProto REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(ZLIB REQUIRED)

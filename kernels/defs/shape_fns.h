@@ -1,0 +1,30 @@
+// Helpers shared by the infer functions of kernels/defs/*.cpp: broadcasting, axis checks and
+// dtype constraints. Every check throws through InferContext::fail, so messages start with the
+// op's front-end name. Unknown dims (-1) are allowed everywhere: graph mode infers with them.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "runtime/op_registry.h"
+
+namespace weft::defs {
+
+inline constexpr std::initializer_list<DType> kRealNumeric = {DType::Float32, DType::Float64, DType::Int32,
+                                                              DType::Int64};
+inline constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
+inline constexpr std::initializer_list<DType> kSignedNumeric = kRealNumeric;
+
+// NumPy broadcasting of two shapes.
+Shape broadcast_shapes(const InferContext& ctx, const Shape& a, const Shape& b);
+// Maps a possibly negative axis into [0, rank); fails naming the axis and rank otherwise.
+int64_t normalize_axis(const InferContext& ctx, int64_t axis, int64_t rank);
+void check_dtype_in(const InferContext& ctx, int input, std::initializer_list<DType> allowed);
+// Inputs [first, last) must share one dtype.
+void check_same_dtype(const InferContext& ctx, int first, int last);
+std::string dtype_list(std::initializer_list<DType> dtypes);
+
+// Output 0 takes input 0's dtype and shape.
+void infer_same_as_input(InferContext& ctx);
+
+}  // namespace weft::defs

@@ -1,0 +1,38 @@
+#include "kernels/register_all.h"
+
+#include <cblas.h>
+
+#include <mutex>
+
+#include "runtime/device.h"
+
+namespace weft {
+
+void register_builtin_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // OpenBLAS gets the physical cores; our pool's workers sleep while a GEMM runs, so the two
+    // never compete (two busy pools of two threads each on two cores made libtorch 4x slower).
+    openblas_set_num_threads(host_topology().physical_cores);
+
+    defs::register_math_defs();
+    defs::register_creation_defs();
+    defs::register_nn_defs();
+    defs::register_linalg_defs();
+    defs::register_array_defs();
+    defs::register_reduce_defs();
+    defs::register_random_defs();
+
+    cpu::register_math_kernels();
+    cpu::register_cast_kernels();
+    cpu::register_creation_kernels();
+    cpu::register_nn_kernels();
+    cpu::register_linalg_kernels();
+    cpu::register_array_kernels();
+    cpu::register_reduce_kernels();
+    cpu::register_random_kernels();
+    cuda::register_cuda_kernels();
+  });
+}
+
+}  // namespace weft

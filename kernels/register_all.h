@@ -1,0 +1,35 @@
+// Registers every op definition and every kernel of this library, once. Called by the dispatch
+// funnel (and by tools that load graphs) before the first op lookup; safe to call repeatedly.
+#pragma once
+
+namespace weft {
+
+void register_builtin_ops();
+
+namespace defs {
+void register_math_defs();
+void register_nn_defs();
+void register_linalg_defs();
+void register_array_defs();
+void register_reduce_defs();
+void register_random_defs();
+void register_creation_defs();
+}  // namespace defs
+
+namespace cpu {
+void register_math_kernels();
+void register_nn_kernels();
+void register_linalg_kernels();
+void register_array_kernels();
+void register_reduce_kernels();
+void register_random_kernels();
+void register_cast_kernels();
+void register_creation_kernels();
+}  // namespace cpu
+
+namespace cuda {
+// Registers GPU kernels when weft is built with CUDA; a no-op otherwise.
+void register_cuda_kernels();
+}  // namespace cuda
+
+}  // namespace weft

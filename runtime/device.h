@@ -1,0 +1,71 @@
+// A Device is a place where kernels run and tensors live: the host CPU (one per process, or
+// several logical ones) or a CUDA GPU. Devices are discovered once, on first use, and live for
+// the whole process.
+//
+//   for (Device* d : local_devices()) std::cout << d->name() << "\n";
+//   Device* gpu = find_device("/gpu:0");   // nullptr when there is no such device
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/allocator.h"
+#include "runtime/device_name.h"
+#include "runtime/thread_pool.h"
+
+namespace weft {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  const std::string& name() const { return name_; }
+  DeviceType type() const { return type_; }
+  int index() const { return index_; }
+  int64_t memory_bytes() const { return memory_bytes_; }
+  int cores() const { return cores_; }
+  virtual std::string description() const = 0;
+
+  virtual Allocator& allocator() = 0;
+  // Intra-op pool for CPU kernels (the host pool for a GPU device's host-side work).
+  virtual ThreadPool& pool() = 0;
+  // Copies between host memory and this device's memory; synchronous.
+  virtual void copy_to_host(const void* src, void* dst, size_t bytes) = 0;
+  virtual void copy_from_host(const void* src, void* dst, size_t bytes) = 0;
+  virtual void copy_on_device(const void* src, void* dst, size_t bytes) = 0;
+  // Opaque per-device execution context handed to kernels (a cudaStream_t on GPUs).
+  virtual void* stream() { return nullptr; }
+  virtual void synchronize() {}
+
+ protected:
+  Device(std::string name, DeviceType type, int index) : name_(std::move(name)), type_(type), index_(index) {}
+  std::string name_;
+  DeviceType type_;
+  int index_;
+  int64_t memory_bytes_ = 0;
+  int cores_ = 0;
+};
+
+// Every device of this process: the CPU first, then GPUs in CUDA order.
+const std::vector<Device*>& local_devices();
+Device* cpu_device();
+// Accepts any form of device name; nullptr when it names no local device. Throws
+// InvalidArgument for a name that does not parse.
+Device* find_device(std::string_view name);
+
+// Facts about the host used to size pools; read with hwloc.
+struct HostTopology {
+  int physical_cores = 1;
+  int logical_cores = 1;
+  int numa_nodes = 1;
+  int64_t memory_bytes = 0;
+};
+const HostTopology& host_topology();
+
+// Creates the CUDA devices of this process (none when built without CUDA or without a GPU).
+std::vector<std::unique_ptr<Device>> create_cuda_devices();
+bool cuda_compiled_in();
+
+}  // namespace weft

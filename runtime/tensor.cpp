@@ -1,0 +1,87 @@
+#include "runtime/tensor.h"
+
+namespace weft {
+
+Buffer::Buffer(Device* device, size_t bytes)
+    : device_(device), allocator_(&device->allocator()), data_(allocator_->allocate(bytes)), bytes_(bytes) {}
+
+Buffer::~Buffer() { allocator_->deallocate(data_, bytes_); }
+
+Tensor Tensor::empty(DType dtype, Shape shape, Device* device) {
+  if (!device) device = cpu_device();
+  int64_t n = shape.num_elements();
+  if (n < 0) throw InvalidArgument("[empty] cannot allocate a tensor of partially unknown shape " + shape.to_string());
+  auto buffer = make_intrusive<Buffer>(device, static_cast<size_t>(n) * dtype_size(dtype));
+  return Tensor(make_intrusive<TensorImpl>(dtype, std::move(shape), std::move(buffer), device));
+}
+
+Tensor Tensor::from_host(DType dtype, Shape shape, const void* bytes, Device* device) {
+  Tensor t = empty(dtype, std::move(shape), device);
+  if (t.nbytes()) t.device_ptr()->copy_from_host(bytes, t.raw_data(), t.nbytes());
+  return t;
+}
+
+Tensor Tensor::symbolic(DType dtype, Shape shape, std::unique_ptr<SymbolicRef> ref) {
+  return Tensor(make_intrusive<TensorImpl>(dtype, std::move(shape), std::move(ref)));
+}
+
+std::string Tensor::device() const {
+  const TensorImpl* i = impl();
+  return i->device ? i->device->name() : std::string();
+}
+
+std::string Tensor::name() const {
+  const TensorImpl* i = impl();
+  if (!i->symbolic) return "";
+  return i->symbolic->node_name + ":" + std::to_string(i->symbolic->output);
+}
+
+void Tensor::throw_null() {
+  throw InvalidArgument("[tensor] use of an empty Tensor handle (default-constructed or moved from)");
+}
+
+void Tensor::check_element_type(DType requested, const char* what) const {
+  if (requested != dtype())
+    throw InvalidArgument(std::string("[") + what + "] requested element type " +
+                          std::string(dtype_name(requested)) + " from a tensor of dtype " +
+                          std::string(dtype_name(dtype())));
+}
+
+Buffer* Tensor::concrete_buffer() const {
+  const TensorImpl* i = impl();
+  if (!i->buffer)
+    throw FailedPrecondition("[tensor] " + name() +
+                             " is symbolic: it has no value until its graph runs (use print() or a Session)");
+  return i->buffer.get();
+}
+
+Tensor Tensor::view(Shape new_shape) const {
+  const TensorImpl* i = impl();
+  if (new_shape.num_elements() != i->shape.num_elements())
+    throw InvalidArgument("[view] cannot view shape " + i->shape.to_string() + " as " + new_shape.to_string());
+  concrete_buffer();
+  return Tensor(make_intrusive<TensorImpl>(i->dtype, std::move(new_shape), i->buffer, i->device));
+}
+
+Tensor Tensor::to(Device* device) const {
+  if (device_ptr() == device) return *this;
+  Tensor out = empty(dtype(), shape(), device);
+  if (nbytes() == 0) return out;
+  if (device_ptr()->type() == DeviceType::CPU) {
+    device->copy_from_host(raw_data(), out.raw_data(), nbytes());
+  } else if (device->type() == DeviceType::CPU) {
+    device_ptr()->copy_to_host(raw_data(), out.raw_data(), nbytes());
+  } else {
+    std::vector<unsigned char> staging(nbytes());
+    device_ptr()->copy_to_host(raw_data(), staging.data(), nbytes());
+    device->copy_from_host(staging.data(), out.raw_data(), nbytes());
+  }
+  return out;
+}
+
+void Tensor::copy_to_host(void* dst) const {
+  Buffer* b = concrete_buffer();
+  if (nbytes()) impl()->device->copy_to_host(b->data(), dst, nbytes());
+}
+
+}  // namespace weft

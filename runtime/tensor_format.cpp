@@ -1,0 +1,132 @@
+// Printing tensors the way TensorFlow and NumPy users read them:
+//   Tensor([[1 2]
+//    [3 4]], shape=(2, 2), dtype=int32)
+#include <algorithm>
+#include <charconv>
+#include <ostream>
+#include <sstream>
+
+#include "runtime/tensor.h"
+
+namespace weft {
+
+namespace {
+
+constexpr int64_t kSummariseAbove = 1000;  // elements; NumPy's print threshold
+constexpr int64_t kEdgeItems = 3;
+
+template <class F>
+std::string shortest(F v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, p);
+}
+
+std::string format_element(const unsigned char* base, DType d, int64_t i) {
+  switch (d) {
+    case DType::Float16: return shortest(half_to_float(reinterpret_cast<const Half*>(base)[i]));
+    case DType::BFloat16: return shortest(bfloat16_to_float(reinterpret_cast<const BFloat16*>(base)[i]));
+    case DType::Float32: return shortest(reinterpret_cast<const float*>(base)[i]);
+    case DType::Float64: return shortest(reinterpret_cast<const double*>(base)[i]);
+    case DType::Int8: return std::to_string(reinterpret_cast<const int8_t*>(base)[i]);
+    case DType::UInt8: return std::to_string(reinterpret_cast<const uint8_t*>(base)[i]);
+    case DType::Int32: return std::to_string(reinterpret_cast<const int32_t*>(base)[i]);
+    case DType::Int64: return std::to_string(reinterpret_cast<const int64_t*>(base)[i]);
+    case DType::Bool: return reinterpret_cast<const bool*>(base)[i] ? "True" : "False";
+  }
+  return "?";
+}
+
+// Indices shown along one axis: all of them, or the edges with -1 standing for "...".
+std::vector<int64_t> shown_indices(int64_t n, bool summarise) {
+  std::vector<int64_t> idx;
+  if (!summarise || n <= 2 * kEdgeItems) {
+    for (int64_t i = 0; i < n; ++i) idx.push_back(i);
+  } else {
+    for (int64_t i = 0; i < kEdgeItems; ++i) idx.push_back(i);
+    idx.push_back(-1);
+    for (int64_t i = n - kEdgeItems; i < n; ++i) idx.push_back(i);
+  }
+  return idx;
+}
+
+struct Printer {
+  const Shape& shape;
+  std::vector<int64_t> strides;
+  bool summarise;
+  std::vector<std::string> cells;  // formatted elements in print order
+  size_t width = 0;
+  const unsigned char* base;
+  DType dtype;
+
+  void collect(int dim, int64_t offset) {
+    if (dim == shape.rank()) {
+      cells.push_back(format_element(base, dtype, offset));
+      width = std::max(width, cells.back().size());
+      return;
+    }
+    for (int64_t i : shown_indices(shape[dim], summarise))
+      if (i >= 0) collect(dim + 1, offset + i * strides[dim]);
+  }
+
+  size_t next = 0;
+  void emit(std::string& out, int dim, int indent) {
+    if (dim == shape.rank()) {
+      const std::string& c = cells[next++];
+      out.append(width - c.size(), ' ');
+      out += c;
+      return;
+    }
+    out += '[';
+    auto idx = shown_indices(shape[dim], summarise);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (k) {
+        if (dim + 1 == shape.rank()) {
+          out += ' ';
+        } else {
+          out.append(static_cast<size_t>(shape.rank() - dim - 1), '\n');
+          out.append(static_cast<size_t>(indent + 1), ' ');
+        }
+      }
+      if (idx[k] < 0) {
+        out += "...";
+        continue;
+      }
+      emit(out, dim + 1, indent + 1);
+    }
+    out += ']';
+  }
+};
+
+}  // namespace
+
+std::string format_values(const Tensor& t, int indent) {
+  std::vector<unsigned char> host(t.nbytes());
+  if (!host.empty()) t.copy_to_host(host.data());
+  const Shape& shape = t.shape();
+  Printer p{shape, std::vector<int64_t>(shape.rank()), t.size() > kSummariseAbove, {}, 0, host.data(), t.dtype()};
+  int64_t stride = 1;
+  for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+    p.strides[d] = stride;
+    stride *= shape[d];
+  }
+  if (t.size() == 0) {
+    std::string s;
+    for (int64_t d = 0; d < shape.rank(); ++d) s += '[';
+    for (int64_t d = 0; d < shape.rank(); ++d) s += ']';
+    return s;
+  }
+  p.collect(0, 0);
+  std::string out;
+  p.emit(out, 0, indent);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(<empty handle>)";
+  std::string tail = ", shape=" + t.shape().to_string() + ", dtype=" + std::string(dtype_name(t.dtype())) + ")";
+  if (t.is_symbolic()) return os << "Tensor(\"" << t.name() << "\"" << tail;
+  return os << "Tensor(" << format_values(t, 7) << tail;  // 7: strlen("Tensor(")
+}
+
+}  // namespace weft

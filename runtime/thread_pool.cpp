@@ -1,0 +1,90 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+
+namespace weft {
+
+struct Batch {
+  std::mutex mu;
+  std::condition_variable done_cv;
+  int pending = 0;
+  std::exception_ptr error;
+};
+
+namespace {
+thread_local const void* t_worker_of = nullptr;
+}
+
+bool ThreadPool::in_worker() { return t_worker_of != nullptr; }
+
+ThreadPool::ThreadPool(int num_threads) {
+  int workers = std::max(0, num_threads - 1);
+  workers_.reserve(workers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop() {
+  t_worker_of = this;
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      job = std::move(queue_.back());
+      queue_.pop_back();
+    }
+    std::exception_ptr err;
+    try {
+      (*job.fn)(job.begin, job.end);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    Batch* b = job.batch;
+    std::lock_guard<std::mutex> lock(b->mu);
+    if (err && !b->error) b->error = err;
+    if (--b->pending == 0) b->done_cv.notify_one();
+  }
+}
+
+void ThreadPool::run_chunks(int64_t n, int64_t grain,
+                            const std::function<void(int64_t, int64_t)>& fn) {
+  int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+  int64_t chunks = std::min<int64_t>(num_threads(), max_chunks);
+  int64_t per = (n + chunks - 1) / chunks;
+  Batch batch;
+  batch.pending = static_cast<int>(chunks - 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t c = 1; c < chunks; ++c) {
+      Job j;
+      j.fn = &fn;
+      j.begin = c * per;
+      j.end = std::min(n, (c + 1) * per);
+      j.batch = &batch;
+      queue_.push_back(std::move(j));
+    }
+  }
+  if (chunks > 2) cv_.notify_all(); else cv_.notify_one();
+  std::exception_ptr err;
+  try {
+    fn(0, std::min(n, per));
+  } catch (...) {
+    err = std::current_exception();
+  }
+  std::unique_lock<std::mutex> lock(batch.mu);
+  batch.done_cv.wait(lock, [&] { return batch.pending == 0; });
+  if (err) std::rethrow_exception(err);
+  if (batch.error) std::rethrow_exception(batch.error);
+}
+
+}  // namespace weft
