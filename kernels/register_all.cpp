@@ -22,6 +22,8 @@ void register_builtin_ops() {
     defs::register_array_defs();
     defs::register_reduce_defs();
     defs::register_random_defs();
+    defs::register_loss_defs();
+    defs::register_training_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -31,6 +33,8 @@ void register_builtin_ops() {
     cpu::register_array_kernels();
     cpu::register_reduce_kernels();
     cpu::register_random_kernels();
+    cpu::register_loss_kernels();
+    cpu::register_training_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -14,6 +14,8 @@ void register_array_defs();
 void register_reduce_defs();
 void register_random_defs();
 void register_creation_defs();
+void register_loss_defs();
+void register_training_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -25,6 +27,8 @@ void register_reduce_kernels();
 void register_random_kernels();
 void register_cast_kernels();
 void register_creation_kernels();
+void register_loss_kernels();
+void register_training_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -10,13 +10,18 @@ namespace {
 
 // Unseeded draws take the next seed of a process-wide sequence started from the clock and
 // std::random_device, so two unseeded calls differ and two processes differ.
-int64_t resolve_seed(int64_t seed) {
-  if (seed >= 0) return seed;
+std::atomic<uint64_t>& next_seed() {
   static std::atomic<uint64_t> next{[] {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }()};
+  return next;
+}
+
+int64_t resolve_seed(int64_t seed) {
+  if (seed >= 0) return seed;
+  auto& next = next_seed();
   // Spread consecutive seeds apart (splitmix64 step) so streams are unrelated.
   uint64_t z = next.fetch_add(0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -25,6 +30,8 @@ int64_t resolve_seed(int64_t seed) {
 }
 
 }  // namespace
+
+void set_seed(int64_t seed) { next_seed().store(static_cast<uint64_t>(seed) * 0x2545F4914F6CDD1Dull); }
 
 Tensor normal(const Shape& shape, double mean, double stddev, int64_t seed, DType dtype, const SourceLocation& loc) {
   static const OpDef& op = op_def("RandomNormal");

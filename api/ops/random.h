@@ -11,6 +11,10 @@
 
 namespace weft::random {
 
+// Makes unseeded draws (and layer initialisers) reproducible from here on, like
+// tf.random.set_seed: the n-th unseeded draw after set_seed(s) always gets the same seed.
+void set_seed(int64_t seed);
+
 Tensor normal(const Shape& shape, double mean = 0.0, double stddev = 1.0, int64_t seed = -1, DType dtype = float32,
               const SourceLocation& loc = SourceLocation::current());
 Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, int64_t seed = -1, DType dtype = float32,

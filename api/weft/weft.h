@@ -6,7 +6,12 @@
 #pragma once
 
 #include "api/devices.h"
+#include "api/data/dataset.h"
+#include "api/data/idx.h"
 #include "api/dispatch.h"
+#include "api/gradient_tape.h"
+#include "api/nn/layers.h"
+#include "api/nn/losses.h"
 #include "api/ops/array.h"
 #include "api/ops/creation.h"
 #include "api/ops/linalg.h"
@@ -14,6 +19,9 @@
 #include "api/ops/nn.h"
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
+#include "api/optim/optimizers.h"
+#include "api/utils/progbar.h"
+#include "api/variable.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/shape.h"

@@ -1,0 +1,73 @@
+// GradientTape: records eager ops while alive and differentiates through them.
+//
+//   Variable w(constant({{1.f}}));
+//   GradientTape tape;                       // trainable Variables are watched when read
+//   Tensor loss = w * w;
+//   Tensor g = tape.gradient(loss, std::vector<Variable>{w})[0];   // [[2]]
+//
+// Only ops that touch something watched are kept, so a tape around a whole training step holds
+// exactly what backprop needs. A non-persistent tape answers once, then frees what it held;
+// asking again throws FailedPrecondition. Tapes nest: the gradient computation of an inner tape
+// is recorded by the outer one, which gives higher-order gradients.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "api/context.h"
+#include "api/variable.h"
+
+namespace weft {
+
+class GradientTape final : public OpObserver {
+ public:
+  explicit GradientTape(bool persistent = false);
+  ~GradientTape() override;
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  void watch(const Tensor& t);
+  void watch(const Variable& v);
+
+  // d(sum of target)/d(source) for each source; an unconnected source gets zeros of its shape.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources);
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources);
+  Tensor gradient(const Tensor& target, const Tensor& source);
+  Tensor gradient(const Tensor& target, const Variable& source);
+
+  // Stops recording until resume() (like `with tape.stop_recording():`).
+  void stop_recording();
+  void resume();
+
+  // Ops currently held (for tests and memory accounting).
+  size_t num_recorded_ops() const { return entries_.size(); }
+
+  void on_op(const OpDef& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+             const Attrs& attrs) override;
+  void on_variable_read(const Variable& v, const Tensor& value);
+
+ private:
+  struct Entry {
+    const OpDef* op;
+    std::vector<Tensor> inputs;
+    std::vector<Tensor> outputs;
+    Attrs attrs;
+  };
+  void install();
+  void uninstall();
+  bool tracked(const Tensor& t) const { return tracked_.count(t.impl_or_null()) != 0; }
+  void track(const Tensor& t);
+  std::vector<Tensor> backprop(const Tensor& target, const std::vector<std::vector<Tensor>>& sources);
+
+  bool persistent_;
+  bool used_ = false;
+  bool installed_ = false;
+  std::vector<Entry> entries_;
+  std::vector<Tensor> watched_;  // keeps watched tensors alive so their addresses stay unique
+  std::unordered_set<const TensorImpl*> tracked_;
+  std::unordered_map<const VariableState*, std::vector<Tensor>> variable_reads_;
+};
+
+}  // namespace weft

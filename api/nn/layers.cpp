@@ -1,0 +1,133 @@
+#include "api/nn/layers.h"
+
+#include <cmath>
+
+#include "api/ops/array.h"
+#include "api/ops/creation.h"
+#include "api/ops/linalg.h"
+#include "api/ops/math.h"
+#include "api/ops/nn.h"
+#include "api/ops/random.h"
+
+namespace weft::nn {
+
+Tensor relu(const Tensor& x) { return weft::relu(x); }
+Tensor sigmoid(const Tensor& x) { return weft::sigmoid(x); }
+Tensor tanh(const Tensor& x) { return weft::tanh(x); }
+Tensor softmax(const Tensor& x) { return weft::softmax(x); }
+
+namespace {
+
+class DenseImpl final : public ModuleImpl {
+ public:
+  DenseImpl(int64_t units, Activation act, bool use_bias)
+      : ModuleImpl(unique_layer_name("dense")), units_(units), activation_(std::move(act)), use_bias_(use_bias) {
+    if (units <= 0) throw InvalidArgument("[Dense] units must be positive, got " + std::to_string(units));
+  }
+
+  Tensor call(const Tensor& x, bool) override {
+    if (x.rank() < 1) throw InvalidArgument("[Dense] " + name() + " needs inputs of rank >= 1, got a scalar");
+    int64_t in = x.shape()[x.rank() - 1];
+    if (!kernel_.defined()) build(in, x.dtype());
+    if (in != kernel_.shape()[0])
+      throw InvalidArgument("[Dense] " + name() + " was built for inputs with last dimension " +
+                            std::to_string(kernel_.shape()[0]) + ", got shape " + x.shape().to_string());
+    Tensor y;
+    if (x.rank() == 2) {
+      y = matmul(x, kernel_);
+    } else {  // apply to the last axis of any rank, like Keras
+      Shape out = x.shape();
+      out[out.rank() - 1] = units_;
+      y = reshape(matmul(reshape(x, {-1, in}), kernel_), out);
+    }
+    if (use_bias_) y = add(y, bias_);
+    return activation_ ? activation_(y) : y;
+  }
+
+  std::vector<Variable> variables() const override {
+    std::vector<Variable> v;
+    if (kernel_.defined()) v.push_back(kernel_);
+    if (bias_.defined()) v.push_back(bias_);
+    return v;
+  }
+
+  Variable kernel_, bias_;
+
+ private:
+  void build(int64_t in, DType dtype) {
+    if (!is_floating(dtype))
+      throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " + std::string(dtype_name(dtype)));
+    double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
+    kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype), name() + "/kernel");
+    if (use_bias_) bias_ = Variable(zeros({units_}, dtype), name() + "/bias");
+  }
+
+  int64_t units_;
+  Activation activation_;
+  bool use_bias_;
+};
+
+class DropoutImpl final : public ModuleImpl {
+ public:
+  DropoutImpl(double rate, std::optional<int64_t> seed)
+      : ModuleImpl(unique_layer_name("dropout")), rate_(rate), seed_(seed) {
+    if (!(rate >= 0 && rate < 1)) throw InvalidArgument("[Dropout] rate must be in [0, 1), got " + std::to_string(rate));
+  }
+
+  Tensor call(const Tensor& x, bool training) override {
+    if (!training || rate_ == 0) return x;
+    int64_t seed = seed_ ? *seed_ + calls_++ : -1;
+    Tensor keep = greater_equal(random::uniform(x.shape(), 0.0, 1.0, seed, x.dtype()), rate_);
+    return where(keep, mul(x, 1.0 / (1.0 - rate_)), zeros_like(x));
+  }
+
+ private:
+  double rate_;
+  std::optional<int64_t> seed_;
+  int64_t calls_ = 0;
+};
+
+class SequentialImpl final : public ModuleImpl {
+ public:
+  explicit SequentialImpl(std::vector<Module> layers)
+      : ModuleImpl(unique_layer_name("sequential")), layers_(std::move(layers)) {}
+
+  Tensor call(const Tensor& x, bool training) override {
+    Tensor y = x;
+    for (const Module& m : layers_) y = m(y, training);
+    return y;
+  }
+
+  std::vector<Variable> variables() const override {
+    std::vector<Variable> v;
+    for (const Module& m : layers_) {
+      auto sub = m.variables();
+      v.insert(v.end(), sub.begin(), sub.end());
+    }
+    return v;
+  }
+
+  std::vector<Module> layers_;
+};
+
+}  // namespace
+
+Dense::Dense(int64_t units, Activation activation, bool use_bias)
+    : Module(std::make_shared<DenseImpl>(units, std::move(activation), use_bias)) {}
+Variable Dense::kernel() const { return static_cast<DenseImpl*>(impl_.get())->kernel_; }
+Variable Dense::bias() const { return static_cast<DenseImpl*>(impl_.get())->bias_; }
+
+Dropout::Dropout(double rate, std::optional<int64_t> seed) : Module(std::make_shared<DropoutImpl>(rate, seed)) {}
+
+Sequential::Sequential(std::initializer_list<Module> layers) : Sequential(std::vector<Module>(layers)) {}
+Sequential::Sequential(std::vector<Module> layers) : Module(std::make_shared<SequentialImpl>(std::move(layers))) {
+  for (const Module& m : static_cast<SequentialImpl*>(impl_.get())->layers_)
+    if (!m.defined()) throw InvalidArgument("[Sequential] got an empty module handle");
+}
+void Sequential::add(const Module& layer) {
+  if (!layer.defined()) throw InvalidArgument("[Sequential] cannot add an empty module handle");
+  static_cast<SequentialImpl*>(impl_.get())->layers_.push_back(layer);
+}
+const std::vector<Module>& Sequential::layers() const { return static_cast<SequentialImpl*>(impl_.get())->layers_; }
+
+}  // namespace weft::nn

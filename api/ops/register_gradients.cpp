@@ -1,0 +1,21 @@
+#include "api/ops/register_gradients.h"
+
+#include <mutex>
+
+#include "api/gradient_registry.h"
+
+namespace weft {
+
+void register_builtin_gradients() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_math_gradients();
+    register_linalg_gradients();
+    register_array_gradients();
+    register_reduce_gradients();
+    register_nn_gradients();
+    register_loss_gradients();
+  });
+}
+
+}  // namespace weft

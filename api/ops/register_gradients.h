@@ -1,0 +1,12 @@
+// One registration function per op family, each defined in api/ops/<family>.cpp beside the
+// family's front-ends; register_builtin_gradients() calls them all once.
+#pragma once
+
+namespace weft {
+void register_math_gradients();
+void register_linalg_gradients();
+void register_array_gradients();
+void register_reduce_gradients();
+void register_nn_gradients();
+void register_loss_gradients();
+}  // namespace weft

@@ -1,0 +1,49 @@
+// Optimizers: apply gradients to variables, keeping their slot variables (momentum, Adam's m and
+// v) named after the variable they serve ("dense/kernel/m").
+//
+//   optim::Adam opt(1e-3);
+//   opt.apply_gradients(tape.gradient(loss, vars), vars);
+//
+// Optimizers are handles: copies share state (slots, step count).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/variable.h"
+
+namespace weft::optim {
+
+class OptimizerImpl;
+
+class Optimizer {
+ public:
+  // grads[i] updates vars[i]; InvalidArgument when the lists differ in length or a gradient's
+  // shape or dtype does not match its variable. An undefined gradient leaves its variable alone.
+  void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars);
+  int64_t iterations() const;
+  // Slot variables in creation order (for checkpoints).
+  std::vector<Variable> variables() const;
+  // The slot `slot` ("m", "v", "momentum") of `var`, undefined if not created yet.
+  Variable slot(const Variable& var, const std::string& slot) const;
+  double learning_rate() const;
+  void set_learning_rate(double lr);
+
+ protected:
+  explicit Optimizer(std::shared_ptr<OptimizerImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<OptimizerImpl> impl_;
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-7);
+};
+
+}  // namespace weft::optim

@@ -1,0 +1,96 @@
+#include "api/variable.h"
+
+#include <cstring>
+
+#include "api/context.h"
+#include "api/ops/math.h"
+
+namespace weft {
+
+namespace {
+VariableReadHook g_read_hook = nullptr;
+
+Tensor copy_of(const Tensor& t) {
+  if (t.is_symbolic()) throw InvalidArgument("[Variable] initial value must be a concrete tensor, got " + t.name());
+  Tensor out = Tensor::empty(t.dtype(), t.shape(), t.device_ptr());
+  if (t.nbytes()) t.device_ptr()->copy_on_device(t.raw_data(), out.raw_data(), t.nbytes());
+  return out;
+}
+
+// True when `t` (and its buffer) are referenced only by the variable, so writing in place is
+// invisible to anyone else.
+bool exclusively_owned(const Tensor& t) {
+  const TensorImpl* impl = t.impl();
+  return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
+}
+}  // namespace
+
+void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
+
+Variable::Variable(const Tensor& initial_value, const std::string& name, bool trainable)
+    : state_(std::make_shared<VariableState>()) {
+  if (!initial_value.defined()) throw InvalidArgument("[Variable] '" + name + "' has an empty initial value");
+  state_->value = copy_of(initial_value);
+  state_->name = name;
+  state_->trainable = trainable;
+}
+
+VariableState& Variable::checked() const {
+  if (!state_) throw FailedPrecondition("[Variable] use of an uninitialised (default-constructed) Variable");
+  return *state_;
+}
+
+Tensor Variable::value() const {
+  VariableState& s = checked();
+  if (g_read_hook && !eager_context().observers.empty()) g_read_hook(*this, s.value);
+  return s.value;
+}
+
+void Variable::assign(const Tensor& value) {
+  VariableState& s = checked();
+  if (!value.defined()) throw InvalidArgument("[assign] variable '" + s.name + "': empty Tensor handle");
+  if (value.dtype() != s.value.dtype() || value.shape() != s.value.shape())
+    throw InvalidArgument("[assign] variable '" + s.name + "' has dtype " + std::string(dtype_name(s.value.dtype())) +
+                          " and shape " + s.value.shape().to_string() + "; cannot assign " +
+                          std::string(dtype_name(value.dtype())) + " " + value.shape().to_string());
+  if (value.is_symbolic())
+    throw InvalidArgument("[assign] variable '" + s.name + "': cannot assign a symbolic tensor eagerly");
+  Tensor moved = value.to(s.value.device_ptr());
+  if (exclusively_owned(s.value) && s.value.nbytes()) {
+    s.value.device_ptr()->copy_on_device(moved.raw_data(), s.value.raw_data(), s.value.nbytes());
+  } else {
+    s.value = moved.same_as(value) ? copy_of(value) : moved;
+  }
+}
+
+// The sum is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and the
+// old buffer goes back to the allocator's cache for the next step.
+void Variable::assign_add(const Tensor& delta) {
+  VariableState& s = checked();
+  Tensor sum = add(s.value, delta);
+  if (sum.shape() != s.value.shape())
+    throw InvalidArgument("[assign_add] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
+                          "; the update broadcasts to " + sum.shape().to_string());
+  s.value = std::move(sum);
+}
+void Variable::assign_sub(const Tensor& delta) {
+  VariableState& s = checked();
+  Tensor diff = sub(s.value, delta);
+  if (diff.shape() != s.value.shape())
+    throw InvalidArgument("[assign_sub] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
+                          "; the update broadcasts to " + diff.shape().to_string());
+  s.value = std::move(diff);
+}
+
+Tensor Variable::value_for_update() {
+  VariableState& s = checked();
+  if (!exclusively_owned(s.value)) s.value = copy_of(s.value);
+  return s.value;
+}
+
+const std::string& Variable::name() const { return checked().name; }
+bool Variable::trainable() const { return checked().trainable; }
+DType Variable::dtype() const { return checked().value.dtype(); }
+const Shape& Variable::shape() const { return checked().value.shape(); }
+
+}  // namespace weft

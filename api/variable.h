@@ -1,0 +1,67 @@
+// Variable: mutable, named state that survives across steps (weights, optimizer slots).
+//
+//   Variable w(random::normal({784, 128}, 0, 0.1, /*seed=*/1), "w");
+//   Tensor y = matmul(x, w);          // a Variable works wherever a Tensor does
+//   w.assign_sub(lr * grad);
+//
+// A Variable is a handle: copies share the same state. Reading it while a GradientTape records
+// makes the tape watch it (trainable variables only), so tape.gradient(loss, {w}) works without
+// an explicit watch. Assignments update the buffer in place when nothing else holds the old
+// value, so an optimizer step does not allocate a new copy of every weight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace weft {
+
+struct VariableState;
+
+class Variable {
+ public:
+  Variable() = default;
+  // The variable takes the dtype and shape of `initial_value` (copied, so later changes to the
+  // variable never show through `initial_value`).
+  explicit Variable(const Tensor& initial_value, const std::string& name = "Variable", bool trainable = true);
+
+  // The current value (a tensor the caller may keep: later assignments do not change it).
+  Tensor value() const;
+  operator Tensor() const { return value(); }
+
+  void assign(const Tensor& value);
+  void assign_add(const Tensor& delta);
+  void assign_sub(const Tensor& delta);
+
+  // The value's buffer, first made private to this variable (copied if anything else holds it),
+  // for kernels that update it in place (the fused optimizer ops).
+  Tensor value_for_update();
+
+  const std::string& name() const;
+  bool trainable() const;
+  DType dtype() const;
+  const Shape& shape() const;
+  bool defined() const { return state_ != nullptr; }
+  // Identity of the shared state: equal for copies of one Variable.
+  const VariableState* id() const { return state_.get(); }
+
+  std::shared_ptr<VariableState> state() const { return state_; }
+
+ private:
+  VariableState& checked() const;
+  std::shared_ptr<VariableState> state_;
+};
+
+struct VariableState {
+  Tensor value;
+  std::string name;
+  bool trainable = true;
+};
+
+// Called by Variable::value(); GradientTape registers the hook.
+using VariableReadHook = void (*)(const Variable& var, const Tensor& value);
+void set_variable_read_hook(VariableReadHook hook);
+
+}  // namespace weft

@@ -1,0 +1,94 @@
+// One eager training step of an MLP 784-128-128-128-10 on a batch of 256 (forward, backward,
+// SGD update), weft against the same model in libtorch, in one run. libtorch gets its best of
+// 1 and 2 intra-op threads. weft's peak memory per step is read from its allocator.
+#include <cstdio>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "weft/weft.h"
+
+#ifdef WEFT_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+using namespace weft;
+using weft::bench::fmt;
+
+namespace {
+
+constexpr int64_t kBatch = 256;
+const std::vector<int64_t> kWidths = {784, 128, 128, 128, 10};
+
+struct WeftMlp {
+  std::vector<Variable> weights, biases;
+  optim::SGD sgd{0.01};
+  WeftMlp() {
+    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
+      weights.emplace_back(random::normal({kWidths[i], kWidths[i + 1]}, 0, 0.05, int64_t(i)), "w" + std::to_string(i));
+      biases.emplace_back(zeros({kWidths[i + 1]}), "b" + std::to_string(i));
+    }
+  }
+  float step(const Tensor& x, const Tensor& y) {
+    GradientTape tape;
+    Tensor h = x;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      h = add(matmul(h, weights[i]), biases[i]);
+      if (i + 1 < weights.size()) h = relu(h);
+    }
+    Tensor loss = nn::sparse_softmax_cross_entropy(y, h);
+    std::vector<Variable> vars = weights;
+    vars.insert(vars.end(), biases.begin(), biases.end());
+    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+    return loss.item<float>();
+  }
+};
+
+}  // namespace
+
+int main() {
+  Tensor x = random::normal({kBatch, 784}, 0, 1, 1);
+  Tensor y = cast(mul(random::uniform({kBatch}, 0, 10, 2), 1.f), int32);
+  WeftMlp model;
+  const int calls = 200;
+  auto& alloc = CpuAllocator::instance();
+  model.step(x, y);
+  alloc.reset_peak();
+  int64_t base = alloc.stats().bytes_in_use;
+  model.step(x, y);
+  int64_t peak = alloc.stats().peak_bytes_in_use - base;
+  double w = bench::seconds_per_call([&] { model.step(x, y); }, calls);
+
+  std::vector<weft::bench::Row> rows;
+  std::string peer = "n/a", ratio = "n/a";
+#ifdef WEFT_HAVE_TORCH
+  double best = 1e30;
+  int best_threads = 0;
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    torch::manual_seed(0);
+    torch::nn::Sequential net(torch::nn::Linear(784, 128), torch::nn::ReLU(), torch::nn::Linear(128, 128),
+                              torch::nn::ReLU(), torch::nn::Linear(128, 128), torch::nn::ReLU(),
+                              torch::nn::Linear(128, 10));
+    torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01));
+    auto tx = torch::randn({kBatch, 784});
+    auto ty = torch::randint(0, 10, {kBatch}, torch::kLong);
+    double t = bench::seconds_per_call([&] {
+      opt.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(net->forward(tx), ty);
+      loss.backward();
+      opt.step();
+      (void)loss.item<float>();
+    }, calls);
+    if (t < best) {
+      best = t;
+      best_threads = threads;
+    }
+  }
+  peer = "libtorch " + fmt("%.3f ms", best * 1e3) + " (" + std::to_string(best_threads) + " thr)";
+  ratio = fmt("%.2fx torch", w / best);
+#endif
+  rows.push_back({"MLP 784-128-128-128-10, batch 256, step", fmt("%.3f ms", w * 1e3), peer, ratio, "<= 0.8x libtorch"});
+  rows.push_back({"weft peak memory per step", fmt("%.2f MB", peak / 1e6), "", "", "reported"});
+  weft::bench::print_table("eager training step (forward + backward + SGD), best of 5 runs", rows);
+  return 0;
+}

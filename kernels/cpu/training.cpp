@@ -1,0 +1,74 @@
+// CPU kernels of the fused optimizer updates (in place on their inputs).
+#include <cmath>
+
+#include "kernels/cpu/broadcast_plan.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+namespace {
+
+template <class T>
+T* writable(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());  // these ops own their inputs' buffers by contract
+}
+
+template <class T>
+void gradient_descent(KernelContext& ctx) {
+  T* w = writable<T>(ctx.input(0));
+  const T* g = static_cast<const T*>(ctx.input(1).raw_data());
+  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));
+  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) w[i] -= lr * g[i];
+  });
+}
+
+template <class T>
+void momentum(KernelContext& ctx) {
+  T* w = writable<T>(ctx.input(0));
+  T* acc = writable<T>(ctx.input(1));
+  const T* g = static_cast<const T*>(ctx.input(2).raw_data());
+  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));
+  const T mu = static_cast<T>(ctx.attrs.get<double>("momentum"));
+  const bool nesterov = ctx.attrs.get<bool>("nesterov");
+  // Keras' formulation: velocity = mu * velocity - lr * g; w += velocity (or the Nesterov step).
+  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      acc[i] = mu * acc[i] - lr * g[i];
+      w[i] += nesterov ? mu * acc[i] - lr * g[i] : acc[i];
+    }
+  });
+}
+
+template <class T>
+void adam(KernelContext& ctx) {
+  T* w = writable<T>(ctx.input(0));
+  T* m = writable<T>(ctx.input(1));
+  T* v = writable<T>(ctx.input(2));
+  const T* g = static_cast<const T*>(ctx.input(3).raw_data());
+  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));  // already bias-corrected
+  const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
+  const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
+  const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
+  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      m[i] = b1 * m[i] + (T(1) - b1) * g[i];
+      v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+      w[i] -= lr * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  });
+}
+
+}  // namespace
+
+void register_training_kernels() {
+  register_kernel("ApplyGradientDescent", DeviceType::CPU, float32, gradient_descent<float>);
+  register_kernel("ApplyGradientDescent", DeviceType::CPU, float64, gradient_descent<double>);
+  register_kernel("ApplyMomentum", DeviceType::CPU, float32, momentum<float>);
+  register_kernel("ApplyMomentum", DeviceType::CPU, float64, momentum<double>);
+  register_kernel("ApplyAdam", DeviceType::CPU, float32, adam<float>);
+  register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double>);
+}
+
+}  // namespace weft::cpu
