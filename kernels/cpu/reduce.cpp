@@ -106,11 +106,8 @@ struct ArgMaxReducer {
   // `current` is the earlier element: it keeps ties and is never displaced once it is NaN.
   static bool takes(T candidate, T current) { return takes_max(candidate, current) & (current == current); }
   static Acc run(const T* x, int64_t n, int64_t first) {
-    T best = x[0];
-    int64_t at = 0;
-    for (int64_t i = 1; i < n; ++i)
-      if (takes(x[i], best)) best = x[i], at = i;
-    return {best, first + at};
+    const int64_t at = argmax_run(x, n);
+    return {x[at], first + at};
   }
   static void first_row(Acc* a, const T* x, int64_t len, int64_t row) {
     for (int64_t i = 0; i < len; ++i) a[i] = {x[i], row};
