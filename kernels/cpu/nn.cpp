@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/reduce_loops.h"
@@ -18,6 +19,10 @@ namespace weft::cpu {
 namespace {
 
 constexpr int64_t kTile = 512;
+// Rows at least this long are split into blocks of kRowBlock elements, so that one long row (a
+// large vocabulary, a full-tensor softmax) still spreads over the pool.
+constexpr int64_t kLongRow = int64_t{1} << 16;
+constexpr int64_t kRowBlock = int64_t{1} << 14;
 
 template <class T>
 void relu_kernel(KernelContext& ctx) {
@@ -42,23 +47,75 @@ void tanh_kernel(KernelContext& ctx) {
   unary_loop<T, T>(ctx, [](T x) { return std::tanh(x); }, kExpensiveGrain);
 }
 
-// The max is subtracted before exp, so the largest term is exp(0) = 1 and the sum is in [1, n].
+// A row is normalised in three steps, each of which also works on one block of a long row: the
+// max m; y = exp(x - m) (log: y = x - m) returning the block's sum of exp(x - m); then y scaled by
+// 1 / sum (log: log(sum) subtracted). Subtracting the max first makes the largest term exp(0) = 1,
+// so the sum is in [1, n] and never overflows.
 template <class T, bool kLog>
-void softmax_row(const T* x, T* y, int64_t n) {
-  const T m = max_run(x, n);
+double exp_block(const T* x, T* y, int64_t len, T m) {
   if constexpr (kLog) {
     double s = 0;  // exp dominates the cost; a double running sum is free and exact enough
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < len; ++j) {
       y[j] = x[j] - m;
       s += std::exp(y[j]);
     }
-    const T log_s = static_cast<T>(std::log(s));
-    for (int64_t j = 0; j < n; ++j) y[j] -= log_s;
+    return s;
   } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = std::exp(x[j] - m);
-    const T inv = T(1) / sum_run(y, n);
-    for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+    for (int64_t j = 0; j < len; ++j) y[j] = std::exp(x[j] - m);
+    return static_cast<double>(sum_run(y, len));
   }
+}
+
+template <class T, bool kLog>
+T row_shift(double sum) {
+  return static_cast<T>(kLog ? std::log(sum) : 1.0 / sum);
+}
+
+template <class T, bool kLog>
+void scale_block(T* y, int64_t len, T shift) {
+  if constexpr (kLog) {
+    for (int64_t j = 0; j < len; ++j) y[j] -= shift;
+  } else {
+    for (int64_t j = 0; j < len; ++j) y[j] *= shift;
+  }
+}
+
+template <class T, bool kLog>
+void softmax_row(const T* x, T* y, int64_t n) {
+  const double s = exp_block<T, kLog>(x, y, n, max_run(x, n));
+  scale_block<T, kLog>(y, n, row_shift<T, kLog>(s));
+}
+
+// Rows too long for one task run each step block-parallel; the per-block partials are combined
+// in block order, so the result does not depend on the thread count.
+template <class T, bool kLog>
+void softmax_long_rows(ThreadPool& pool, const T* x, T* y, int64_t outer, int64_t n) {
+  const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+  std::vector<T> part_max(static_cast<size_t>(outer * blocks)), shift(static_cast<size_t>(outer));
+  std::vector<double> part_sum(static_cast<size_t>(outer * blocks));
+  auto each_block = [&](auto&& fn) {
+    pool.parallel_for(outer * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t o = t / blocks, j0 = (t % blocks) * kRowBlock;
+        fn(t, o, o * n + j0, std::min(kRowBlock, n - j0));
+      }
+    });
+  };
+  each_block([&](int64_t t, int64_t, int64_t at, int64_t len) { part_max[t] = max_run(x + at, len); });
+  for (int64_t o = 0; o < outer; ++o) {
+    T m = part_max[o * blocks];
+    for (int64_t b = 1; b < blocks; ++b) m = takes_max(part_max[o * blocks + b], m) ? part_max[o * blocks + b] : m;
+    shift[o] = m;
+  }
+  each_block([&](int64_t t, int64_t o, int64_t at, int64_t len) {
+    part_sum[t] = exp_block<T, kLog>(x + at, y + at, len, shift[o]);
+  });
+  for (int64_t o = 0; o < outer; ++o) {
+    double s = 0;
+    for (int64_t b = 0; b < blocks; ++b) s += part_sum[o * blocks + b];
+    shift[o] = row_shift<T, kLog>(s);
+  }
+  each_block([&](int64_t, int64_t o, int64_t at, int64_t len) { scale_block<T, kLog>(y + at, len, shift[o]); });
 }
 
 // Columns [0, len) of n rows `stride` apart.
@@ -118,6 +175,10 @@ void softmax_kernel(KernelContext& ctx) {
   const T* x = in.data<T>();
   T* y = ctx.output(0).data<T>();
 
+  if (inner == 1 && n >= kLongRow) {
+    softmax_long_rows<T, kLog>(ctx.pool(), x, y, outer, n);
+    return;
+  }
   if (inner == 1) {
     ctx.pool().parallel_for(outer, std::max<int64_t>(1, kExpensiveGrain / n), [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) softmax_row<T, kLog>(x + o * n, y + o * n, n);

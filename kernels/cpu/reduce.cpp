@@ -238,7 +238,9 @@ void reduce_kernel(KernelContext& ctx) {
   const T* src = in.data<T>();
   auto is_reduced = [](const DimGroup& g) { return g.reduced; };
   if (std::none_of(groups.begin(), groups.end(), is_reduced)) {  // only size-1 dims were reduced
-    for (int64_t i = 0; i < out_n; ++i) y[i] = R::finalize(static_cast<typename R::Acc>(src[i]), 1);
+    ctx.pool().parallel_for(out_n, kCheapGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) y[i] = R::finalize(static_cast<typename R::Acc>(src[i]), 1);
+    });
     return;
   }
   std::unique_ptr<T[]> temps[2];

@@ -170,6 +170,8 @@ TYPED_TEST(FloatTyped, SoftmaxLargeInputs) {
   check_softmax<T>({1024, 1024}, -1, 10);
   check_softmax<T>({1024, 1024}, 0, 10);
   check_softmax<T>({16, 64, 1024}, 1, 10);
+  check_softmax<T>({int64_t{1} << 18}, 0, 10);  // one row long enough to be split into blocks
+  check_softmax<T>({3, 70001}, -1, 10);
 }
 
 TYPED_TEST(FloatTyped, SoftmaxSubtractsTheMax) {

@@ -100,6 +100,8 @@ TEST(ReduceKernels, ResultsDoNotDependOnThreadCount) {
       {"Softmax", Shape{1024, 1024}, {{"axis", int64_t{-1}}}},
       {"Softmax", Shape{1024, 1024}, {{"axis", int64_t{0}}}},
       {"LogSoftmax", Shape{16, 256, 256}, {{"axis", int64_t{1}}}},
+      {"Softmax", Shape{big}, {{"axis", int64_t{0}}}},
+      {"LogSoftmax", Shape{3, 100001}, {{"axis", int64_t{1}}}},
       {"Sigmoid", Shape{big}, {}},
       {"Relu", Shape{big}, {}},
   };
