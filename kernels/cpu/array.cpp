@@ -159,18 +159,26 @@ void gather_typed(KernelContext& ctx) {
     visit_element_width(static_cast<size_t>(elem), [&](auto w) {
       using W = decltype(w);
       ctx.pool().parallel_for(pieces, grain, [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const int64_t o = p / count, j = p % count;
-          copy_element<W>(dst + p * elem, src + (o * limit + static_cast<int64_t>(idx[j])) * elem);
+        const char* row = src + (b / count) * limit * elem;
+        for (int64_t p = b, j = b % count; p < e; ++p) {
+          copy_element<W>(dst + p * elem, row + static_cast<int64_t>(idx[j]) * elem);
+          if (++j == count) {
+            j = 0;
+            row += limit * elem;
+          }
         }
       });
     });
     return;
   }
   ctx.pool().parallel_for(pieces, grain, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const int64_t o = p / count, j = p % count;
-      std::memcpy(dst + p * inner_bytes, src + (o * limit + static_cast<int64_t>(idx[j])) * inner_bytes, inner_bytes);
+    const char* row = src + (b / count) * limit * inner_bytes;
+    for (int64_t p = b, j = b % count; p < e; ++p) {
+      std::memcpy(dst + p * inner_bytes, row + static_cast<int64_t>(idx[j]) * inner_bytes, inner_bytes);
+      if (++j == count) {
+        j = 0;
+        row += limit * inner_bytes;
+      }
     }
   });
 }

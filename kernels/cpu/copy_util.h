@@ -93,6 +93,8 @@ inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) 
   return s;
 }
 
+// Defined in transpose.cpp; called from register_array_kernels so register_all.h stays one line
+// per family.
 void register_transpose_kernels();
 
 }  // namespace weft::cpu

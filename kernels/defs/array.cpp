@@ -66,7 +66,7 @@ void infer_reshape(InferContext& ctx) {
   Shape out = target;
   if (n >= 0) {
     if (infer_at >= 0) {
-      if (known == 0) cannot(": the -1 is ambiguous when the other dims multiply to 0");
+      if (known == 0) cannot(n == 0 ? ": the -1 is ambiguous when the other dims multiply to 0" : "");
       if (n % known != 0) cannot("");
       out[infer_at] = n / known;
     } else if (known != n) {

@@ -52,6 +52,7 @@ TEST(Reshape, Errors) {
   expect_invalid([&] { reshape(x, {-1, -1}); }, {"[reshape]", "only one dim may be -1"});
   expect_invalid([&] { reshape(x, {-2, -3}); }, {"[reshape]", "negative"});
   expect_invalid([&] { reshape(zeros({0, 3}), {0, -1}); }, {"[reshape]", "ambiguous"});
+  expect_invalid([&] { reshape(x, {0, -1}); }, {"[reshape]", "into (0, -1)"});
   EXPECT_THROW(reshape(x, {7}), InvalidArgument);
 }
 
