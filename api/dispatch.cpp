@@ -56,7 +56,8 @@ Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType ker
   Device* dev = eager_context().scoped_device;
   if (!dev) dev = inputs.empty() ? cpu_device() : inputs[0].device_ptr();
   *fn = op.kernel(dev->type(), kernel_dtype);
-  if (!*fn && dev->type() != DeviceType::CPU) {
+  // Views need no kernel: a reshape of a GPU tensor stays on the GPU.
+  if (!*fn && dev->type() != DeviceType::CPU && !op.has(kForwardsInput)) {
     dev = cpu_device();
     *fn = op.kernel(DeviceType::CPU, kernel_dtype);
   }

@@ -1,9 +1,217 @@
-// CPU kernels of the nn ops. (Being written; see issue 2.)
+// CPU kernels of the activation ops.
+//
+// Softmax and LogSoftmax work on [outer, n, inner] with the axis in the middle: inner == 1 (the
+// last axis) normalises contiguous rows; otherwise a tile of up to kTile columns is normalised at
+// once, streaming whole rows, so the column maxima and sums stay in L1 and no transpose is needed.
+// Every loop reads an element before it writes the same element, so the output may alias the input.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce_loops.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-void register_nn_kernels() {}
+namespace {
+
+constexpr int64_t kTile = 512;
+// Rows at least this long are split into blocks of kRowBlock elements, so that one long row (a
+// large vocabulary, a full-tensor softmax) still spreads over the pool.
+constexpr int64_t kLongRow = int64_t{1} << 16;
+constexpr int64_t kRowBlock = int64_t{1} << 14;
+
+template <class T>
+void relu_kernel(KernelContext& ctx) {
+  unary_loop<T, T>(ctx, [](T x) { return x < T(0) ? T(0) : x; });  // NaN passes through
+}
+
+// exp is only ever taken of a non-positive number, so it cannot overflow to inf and give inf/inf.
+template <class T>
+T stable_sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+template <class T>
+void sigmoid_kernel(KernelContext& ctx) {
+  unary_loop<T, T>(ctx, [](T x) { return stable_sigmoid(x); }, kExpensiveGrain);
+}
+
+template <class T>
+void tanh_kernel(KernelContext& ctx) {
+  unary_loop<T, T>(ctx, [](T x) { return std::tanh(x); }, kExpensiveGrain);
+}
+
+// A row is normalised in three steps, each of which also works on one block of a long row: the
+// max m; y = exp(x - m) (log: y = x - m) returning the block's sum of exp(x - m); then y scaled by
+// 1 / sum (log: log(sum) subtracted). Subtracting the max first makes the largest term exp(0) = 1,
+// so the sum is in [1, n] and never overflows.
+template <class T, bool kLog>
+double exp_block(const T* x, T* y, int64_t len, T m) {
+  if constexpr (kLog) {
+    double s = 0;  // exp dominates the cost; a double running sum is free and exact enough
+    for (int64_t j = 0; j < len; ++j) {
+      y[j] = x[j] - m;
+      s += std::exp(y[j]);
+    }
+    return s;
+  } else {
+    for (int64_t j = 0; j < len; ++j) y[j] = std::exp(x[j] - m);
+    return static_cast<double>(sum_run(y, len));
+  }
+}
+
+template <class T, bool kLog>
+T row_shift(double sum) {
+  return static_cast<T>(kLog ? std::log(sum) : 1.0 / sum);
+}
+
+template <class T, bool kLog>
+void scale_block(T* y, int64_t len, T shift) {
+  if constexpr (kLog) {
+    for (int64_t j = 0; j < len; ++j) y[j] -= shift;
+  } else {
+    for (int64_t j = 0; j < len; ++j) y[j] *= shift;
+  }
+}
+
+template <class T, bool kLog>
+void softmax_row(const T* x, T* y, int64_t n) {
+  const double s = exp_block<T, kLog>(x, y, n, max_run(x, n));
+  scale_block<T, kLog>(y, n, row_shift<T, kLog>(s));
+}
+
+// Rows too long for one task run each step block-parallel; the per-block partials are combined
+// in block order, so the result does not depend on the thread count.
+template <class T, bool kLog>
+void softmax_long_rows(ThreadPool& pool, const T* x, T* y, int64_t outer, int64_t n) {
+  const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+  std::vector<T> part_max(static_cast<size_t>(outer * blocks)), shift(static_cast<size_t>(outer));
+  std::vector<double> part_sum(static_cast<size_t>(outer * blocks));
+  auto each_block = [&](auto&& fn) {
+    pool.parallel_for(outer * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t o = t / blocks, j0 = (t % blocks) * kRowBlock;
+        fn(t, o, o * n + j0, std::min(kRowBlock, n - j0));
+      }
+    });
+  };
+  each_block([&](int64_t t, int64_t, int64_t at, int64_t len) { part_max[t] = max_run(x + at, len); });
+  for (int64_t o = 0; o < outer; ++o) {
+    T m = part_max[o * blocks];
+    for (int64_t b = 1; b < blocks; ++b) m = takes_max(part_max[o * blocks + b], m) ? part_max[o * blocks + b] : m;
+    shift[o] = m;
+  }
+  each_block([&](int64_t t, int64_t o, int64_t at, int64_t len) {
+    part_sum[t] = exp_block<T, kLog>(x + at, y + at, len, shift[o]);
+  });
+  for (int64_t o = 0; o < outer; ++o) {
+    double s = 0;
+    for (int64_t b = 0; b < blocks; ++b) s += part_sum[o * blocks + b];
+    shift[o] = row_shift<T, kLog>(s);
+  }
+  each_block([&](int64_t, int64_t o, int64_t at, int64_t len) { scale_block<T, kLog>(y + at, len, shift[o]); });
+}
+
+// Columns [0, len) of n rows `stride` apart.
+template <class T, bool kLog>
+void softmax_tile(const T* x, T* y, int64_t n, int64_t stride, int64_t len) {
+  T m[kTile];
+  double s[kTile];
+  std::copy(x, x + len, m);
+  for (int64_t j = 1; j < n; ++j) {
+    const T* row = x + j * stride;
+    for (int64_t i = 0; i < len; ++i) m[i] = takes_max(row[i], m[i]) ? row[i] : m[i];
+  }
+  std::fill(s, s + len, 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    const T* row = x + j * stride;
+    T* out = y + j * stride;
+    for (int64_t i = 0; i < len; ++i) {
+      const T e = std::exp(row[i] - m[i]);
+      if constexpr (!kLog) out[i] = e;
+      s[i] += e;
+    }
+  }
+  if constexpr (kLog) {
+    // (x - m) - log(s), never x - (m + log(s)): folding log(s) into a large m rounds it away.
+    T log_s[kTile];
+    for (int64_t i = 0; i < len; ++i) log_s[i] = static_cast<T>(std::log(s[i]));
+    for (int64_t j = 0; j < n; ++j) {
+      const T* row = x + j * stride;
+      T* out = y + j * stride;
+      for (int64_t i = 0; i < len; ++i) out[i] = (row[i] - m[i]) - log_s[i];
+    }
+  } else {
+    T inv[kTile];
+    for (int64_t i = 0; i < len; ++i) inv[i] = static_cast<T>(1.0 / s[i]);
+    for (int64_t j = 0; j < n; ++j) {
+      T* out = y + j * stride;
+      for (int64_t i = 0; i < len; ++i) out[i] *= inv[i];
+    }
+  }
+}
+
+template <class T, bool kLog>
+void softmax_kernel(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const Shape& shape = in.shape();
+  const int64_t rank = shape.rank();
+  int64_t axis = ctx.attrs.get_or<int64_t>("axis", -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank)
+    ctx.fail("axis " + std::to_string(ctx.attrs.get_or<int64_t>("axis", -1)) +
+             " is out of range for a tensor of rank " + std::to_string(rank));
+  if (in.size() == 0) return;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
+  for (int64_t i = axis + 1; i < rank; ++i) inner *= shape[i];
+  const int64_t n = shape[axis];
+  const T* x = in.data<T>();
+  T* y = ctx.output(0).data<T>();
+
+  if (inner == 1 && n >= kLongRow) {
+    softmax_long_rows<T, kLog>(ctx.pool(), x, y, outer, n);
+    return;
+  }
+  if (inner == 1) {
+    ctx.pool().parallel_for(outer, std::max<int64_t>(1, kExpensiveGrain / n), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) softmax_row<T, kLog>(x + o * n, y + o * n, n);
+    });
+    return;
+  }
+  const int64_t tile = std::min(inner, kTile);
+  const int64_t tiles = (inner + tile - 1) / tile;
+  ctx.pool().parallel_for(outer * tiles, std::max<int64_t>(1, kExpensiveGrain / (n * tile)),
+                          [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / tiles, i0 = (t % tiles) * tile;
+      const int64_t offset = o * n * inner + i0;
+      softmax_tile<T, kLog>(x + offset, y + offset, n, inner, std::min(tile, inner - i0));
+    }
+  });
+}
+
+}  // namespace
+
+void register_nn_kernels() {
+  register_kernel("Relu", DeviceType::CPU, float32, relu_kernel<float>);
+  register_kernel("Relu", DeviceType::CPU, float64, relu_kernel<double>);
+  register_kernel("Relu", DeviceType::CPU, int32, relu_kernel<int32_t>);
+  register_kernel("Relu", DeviceType::CPU, int64, relu_kernel<int64_t>);
+  register_kernel("Sigmoid", DeviceType::CPU, float32, sigmoid_kernel<float>);
+  register_kernel("Sigmoid", DeviceType::CPU, float64, sigmoid_kernel<double>);
+  register_kernel("Tanh", DeviceType::CPU, float32, tanh_kernel<float>);
+  register_kernel("Tanh", DeviceType::CPU, float64, tanh_kernel<double>);
+  register_kernel("Softmax", DeviceType::CPU, float32, softmax_kernel<float, false>);
+  register_kernel("Softmax", DeviceType::CPU, float64, softmax_kernel<double, false>);
+  register_kernel("LogSoftmax", DeviceType::CPU, float32, softmax_kernel<float, true>);
+  register_kernel("LogSoftmax", DeviceType::CPU, float64, softmax_kernel<double, true>);
+}
 
 }  // namespace weft::cpu
