@@ -3,6 +3,7 @@
 //    [3 4]], shape=(2, 2), dtype=int32)
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <ostream>
 #include <sstream>
 
@@ -15,11 +16,36 @@ namespace {
 constexpr int64_t kSummariseAbove = 1000;  // elements; NumPy's print threshold
 constexpr int64_t kEdgeItems = 3;
 
+std::string strip_zeros(std::string s) {
+  size_t e = s.find('e');
+  std::string exp = e == std::string::npos ? "" : s.substr(e);
+  std::string mant = s.substr(0, e);
+  if (mant.find('.') != std::string::npos) {
+    while (!mant.empty() && mant.back() == '0') mant.pop_back();
+    if (!mant.empty() && mant.back() == '.') mant.pop_back();
+  }
+  return mant + exp;
+}
+
+// NumPy's reading of floats: at most 8 digits after the point, the shortest round-trip form when
+// that is shorter, scientific notation for very small or very large magnitudes, and integral
+// values without a decimal point (as API.md shows: [2 3 4]).
 template <class F>
 std::string shortest(F v) {
-  char buf[64];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, p);
+  if (v != v) return "nan";
+  if (v == std::numeric_limits<F>::infinity()) return "inf";
+  if (v == -std::numeric_limits<F>::infinity()) return "-inf";
+  char buf[128];
+  F a = v < 0 ? -v : v;
+  if (a != 0 && (a < F(1e-4) || a >= F(1e16))) {
+    auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific, 7);
+    return strip_zeros(std::string(buf, p));
+  }
+  auto [p1, e1] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+  std::string exact(buf, p1);
+  auto [p2, e2] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed, 8);
+  std::string rounded = strip_zeros(std::string(buf, p2));
+  return exact.size() <= rounded.size() ? exact : rounded;
 }
 
 std::string format_element(const unsigned char* base, DType d, int64_t i) {

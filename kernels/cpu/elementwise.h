@@ -3,18 +3,74 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/broadcast_plan.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
+// Outputs at least this large are written with non-temporal stores: they would not stay in cache
+// anyway, and streaming them skips the read-for-ownership that otherwise costs a quarter of the
+// memory traffic of a large binary op (measured: 16M-float add 6.5 ms -> 5.3 ms on two cores).
+// Only 32-byte streaming stores gained here, so the path needs AVX, picked at run time.
+inline constexpr size_t kStreamingBytes = size_t{8} << 20;
+inline constexpr int64_t kStreamChunk = 1024;  // elements staged in L1 before streaming out
+
+#if defined(__x86_64__)
+__attribute__((target("avx"))) inline void stream_copy_avx(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  auto* s = static_cast<const char*>(src);
+  for (size_t i = 0; i < bytes; i += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), _mm256_load_si256(reinterpret_cast<const __m256i*>(s + i)));
+}
+inline bool can_stream() {
+  static const bool avx = __builtin_cpu_supports("avx");
+  return avx;
+}
+#else
+inline void stream_copy_avx(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+inline bool can_stream() { return false; }
+#endif
+
+// Runs out[i] = f(i) over [b, e): directly, or for large outputs through an L1 staging buffer
+// that is streamed out.
+template <class TO, class F>
+inline void write_range(TO* __restrict out, int64_t b, int64_t e, bool streaming, F&& f) {
+  if (!streaming || (reinterpret_cast<uintptr_t>(out + b) % 32) != 0) {
+    for (int64_t i = b; i < e; ++i) out[i] = f(i);
+    return;
+  }
+  alignas(64) TO stage[kStreamChunk];
+  int64_t i = b;
+  for (; i + kStreamChunk <= e; i += kStreamChunk) {
+    for (int64_t j = 0; j < kStreamChunk; ++j) stage[j] = f(i + j);
+    stream_copy_avx(out + i, stage, sizeof(stage));
+  }
+  for (; i < e; ++i) out[i] = f(i);
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+template <class TO>
+bool use_streaming(int64_t n) {
+  return static_cast<size_t>(n) * sizeof(TO) >= kStreamingBytes && sizeof(TO) * kStreamChunk % 32 == 0 &&
+         can_stream();
+}
+
 template <class TI, class TO, class F>
 void unary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const TI* __restrict x = static_cast<const TI*>(ctx.input(0).raw_data());
   TO* __restrict y = static_cast<TO*>(ctx.output(0).raw_data());
-  ctx.pool().parallel_for(ctx.output(0).size(), grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = f(x[i]);
+  const int64_t n = ctx.output(0).size();
+  const bool streaming = use_streaming<TO>(n);
+  ctx.pool().parallel_for(n, grain, [&](int64_t b, int64_t e) {
+    write_range(y, b, e, streaming, [&](int64_t i) { return f(x[i]); });
   });
 }
 
@@ -29,19 +85,20 @@ void binary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const int64_t na = a.size(), nb = b.size();
   ThreadPool& pool = ctx.pool();
   if (n == 0) return;
+  const bool streaming = use_streaming<TO>(n);
   if (na == n && nb == n) {
     pool.parallel_for(n, grain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+      write_range(po, s, e, streaming, [&](int64_t i) { return f(pa[i], pb[i]); });
     });
   } else if (na == n && nb == 1) {
     const TI v = pb[0];
     pool.parallel_for(n, grain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], v);
+      write_range(po, s, e, streaming, [&](int64_t i) { return f(pa[i], v); });
     });
   } else if (nb == n && na == 1) {
     const TI v = pa[0];
     pool.parallel_for(n, grain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) po[i] = f(v, pb[i]);
+      write_range(po, s, e, streaming, [&](int64_t i) { return f(v, pb[i]); });
     });
   } else {
     BroadcastPlan<2> plan(ctx.output(0).shape(), {&a.shape(), &b.shape()});

@@ -1,9 +1,114 @@
-// CPU kernels of the linalg ops. (Being written; see issue 2.)
+// CPU MatMul: float32/float64 through CBLAS (OpenBLAS, which threads internally), integers
+// through a plain row-parallel loop. Batch dims broadcast; each batch is one GEMM call.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/broadcast_plan.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-void register_linalg_kernels() {}
+namespace {
+
+struct GemmShape {
+  int64_t m, n, k;
+  bool ta, tb;
+  int64_t lda, ldb;  // row-major leading dims of the stored operands
+  int64_t batches;
+  std::vector<int64_t> a_off, b_off;  // element offsets of each batch's operands
+};
+
+GemmShape plan_gemm(const KernelContext& ctx) {
+  const Shape& a = ctx.input(0).shape();
+  const Shape& b = ctx.input(1).shape();
+  const Shape& out = ctx.output(0).shape();
+  GemmShape g;
+  g.ta = ctx.attrs.get_or<bool>("transpose_a", false);
+  g.tb = ctx.attrs.get_or<bool>("transpose_b", false);
+  int64_t ar = a.rank(), br = b.rank(), r = out.rank();
+  g.m = out[r - 2];
+  g.n = out[r - 1];
+  g.k = g.ta ? a[ar - 2] : a[ar - 1];
+  g.lda = a[ar - 1];
+  g.ldb = b[br - 1];
+  // Batch offsets through the broadcast plan of the batch dims (operands viewed as one element
+  // per matrix), so broadcasting a single matrix against a batch costs nothing.
+  Shape ob(std::span<const int64_t>(out.data(), r - 2));
+  Shape ab(std::span<const int64_t>(a.data(), ar - 2));
+  Shape bb(std::span<const int64_t>(b.data(), br - 2));
+  g.batches = ob.num_elements();
+  BroadcastPlan<2> plan(ob, {&ab, &bb});
+  const int64_t a_mat = a[ar - 2] * a[ar - 1], b_mat = b[br - 2] * b[br - 1];
+  plan.for_rows(0, plan.outer, [&](int64_t, const std::array<int64_t, 2>& off) {
+    for (int64_t j = 0; j < plan.inner; ++j) {
+      g.a_off.push_back((off[0] + j * plan.inner_stride[0]) * a_mat);
+      g.b_off.push_back((off[1] + j * plan.inner_stride[1]) * b_mat);
+    }
+  });
+  return g;
+}
+
+template <class T>
+void blas_gemm(const GemmShape& g, const T* a, const T* b, T* c) {
+  const auto ta = g.ta ? CblasTrans : CblasNoTrans;
+  const auto tb = g.tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, a, g.lda, b, g.ldb, 0.0f, c, g.n);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0, a, g.lda, b, g.ldb, 0.0, c, g.n);
+  }
+}
+
+template <class T>
+void matmul_kernel(KernelContext& ctx) {
+  GemmShape g = plan_gemm(ctx);
+  const T* a = static_cast<const T*>(ctx.input(0).raw_data());
+  const T* b = static_cast<const T*>(ctx.input(1).raw_data());
+  T* c = static_cast<T*>(ctx.output(0).raw_data());
+  const int64_t c_mat = g.m * g.n;
+  if (c_mat == 0) return;
+  if (g.k == 0) {
+    std::fill(c, c + c_mat * g.batches, T(0));
+    return;
+  }
+  for (int64_t i = 0; i < g.batches; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      blas_gemm<T>(g, a + g.a_off[i], b + g.b_off[i], c + i * c_mat);
+    } else {
+      const T* pa = a + g.a_off[i];
+      const T* pb = b + g.b_off[i];
+      T* pc = c + i * c_mat;
+      using U = std::make_unsigned_t<T>;  // wrap on overflow instead of UB
+      ctx.pool().parallel_for(g.m, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.n * g.k, 1)),
+                              [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          U* row = reinterpret_cast<U*>(pc + r * g.n);
+          std::fill(row, row + g.n, U(0));
+          for (int64_t p = 0; p < g.k; ++p) {
+            U av = static_cast<U>(g.ta ? pa[p * g.lda + r] : pa[r * g.lda + p]);
+            if (g.tb) {
+              for (int64_t j = 0; j < g.n; ++j) row[j] += av * static_cast<U>(pb[j * g.ldb + p]);
+            } else {
+              const T* brow = pb + p * g.ldb;
+              for (int64_t j = 0; j < g.n; ++j) row[j] += av * static_cast<U>(brow[j]);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void register_linalg_kernels() {
+  register_kernel("MatMul", DeviceType::CPU, float32, matmul_kernel<float>);
+  register_kernel("MatMul", DeviceType::CPU, float64, matmul_kernel<double>);
+  register_kernel("MatMul", DeviceType::CPU, int32, matmul_kernel<int32_t>);
+  register_kernel("MatMul", DeviceType::CPU, int64, matmul_kernel<int64_t>);
+}
 
 }  // namespace weft::cpu

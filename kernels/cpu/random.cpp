@@ -1,9 +1,75 @@
-// CPU kernels of the random ops. (Being written; see issue 2.)
+// CPU kernels for RandomNormal and RandomUniform on top of Philox. float32 takes four numbers
+// per Philox block, float64 two; normals come in Box-Muller pairs from the same block.
+#include <cmath>
+
+#include "kernels/philox.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-void register_random_kernels() {}
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+template <class T>
+void generate(KernelContext& ctx, bool normal) {
+  const Philox4x32 gen(static_cast<uint64_t>(ctx.attrs.get<int64_t>("seed")));
+  const double a = ctx.attrs.get<double>(normal ? "mean" : "low");
+  const double b = ctx.attrs.get<double>(normal ? "stddev" : "high");
+  T* out = static_cast<T*>(ctx.output(0).raw_data());
+  const int64_t n = ctx.output(0).size();
+  constexpr int64_t per_block = std::is_same_v<T, float> ? 4 : 2;
+  const int64_t blocks = (n + per_block - 1) / per_block;
+  ctx.pool().parallel_for(blocks, 1024, [&](int64_t b0, int64_t b1) {
+    T vals[4];
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      auto x = gen(static_cast<uint64_t>(blk));
+      if constexpr (std::is_same_v<T, float>) {
+        if (normal) {
+          for (int p = 0; p < 2; ++p) {
+            float r = std::sqrt(-2.0f * std::log(unit_float_open0(x[2 * p])));
+            float t = static_cast<float>(kTwoPi) * unit_float(x[2 * p + 1]);
+            vals[2 * p] = static_cast<float>(a + b * (r * std::cos(t)));
+            vals[2 * p + 1] = static_cast<float>(a + b * (r * std::sin(t)));
+          }
+        } else {
+          for (int p = 0; p < 4; ++p) vals[p] = static_cast<float>(a + (b - a) * unit_float(x[p]));
+        }
+      } else {
+        if (normal) {
+          double r = std::sqrt(-2.0 * std::log(unit_double_open0(x[0], x[1])));
+          double t = kTwoPi * unit_double(x[2], x[3]);
+          vals[0] = a + b * r * std::cos(t);
+          vals[1] = a + b * r * std::sin(t);
+        } else {
+          vals[0] = a + (b - a) * unit_double(x[0], x[1]);
+          vals[1] = a + (b - a) * unit_double(x[2], x[3]);
+        }
+      }
+      const int64_t base = blk * per_block;
+      for (int64_t j = 0; j < per_block && base + j < n; ++j) {
+        // Rounding a+(b-a)*u can land on `high`; keep uniform draws inside [low, high).
+        T v = vals[j];
+        if (!normal && v >= static_cast<T>(b) && b > a) v = std::nextafter(static_cast<T>(b), static_cast<T>(a));
+        out[base + j] = v;
+      }
+    }
+  });
+}
+
+template <class T>
+void normal_kernel(KernelContext& ctx) { generate<T>(ctx, true); }
+template <class T>
+void uniform_kernel(KernelContext& ctx) { generate<T>(ctx, false); }
+
+}  // namespace
+
+void register_random_kernels() {
+  register_kernel("RandomNormal", DeviceType::CPU, float32, normal_kernel<float>);
+  register_kernel("RandomNormal", DeviceType::CPU, float64, normal_kernel<double>);
+  register_kernel("RandomUniform", DeviceType::CPU, float32, uniform_kernel<float>);
+  register_kernel("RandomUniform", DeviceType::CPU, float64, uniform_kernel<double>);
+}
 
 }  // namespace weft::cpu

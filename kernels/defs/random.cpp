@@ -1,9 +1,43 @@
-// Definitions of the random ops. (Being written; see issue 2.)
+// Definitions of RandomNormal and RandomUniform. Their numbers depend only on (seed, element
+// index), so every mode and device produces the same tensor for the same seed.
+#include <cmath>
+
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
 
 namespace weft::defs {
 
-void register_random_defs() {}
+namespace {
+
+void infer_random(InferContext& ctx) {
+  const Shape& shape = ctx.attrs().get<Shape>("shape");
+  for (int64_t d : shape)
+    if (d < 0) ctx.fail("shape " + shape.to_string() + " has a negative dimension");
+  DType dtype = ctx.attrs().get<DType>("dtype");
+  if (dtype != DType::Float32 && dtype != DType::Float64)
+    ctx.fail("dtype " + std::string(dtype_name(dtype)) + " is not supported (supported: float32, float64)");
+  const char* a = ctx.op().name == "RandomNormal" ? "mean" : "low";
+  const char* b = ctx.op().name == "RandomNormal" ? "stddev" : "high";
+  double pa = ctx.attrs().get<double>(a), pb = ctx.attrs().get<double>(b);
+  if (!std::isfinite(pa) || !std::isfinite(pb)) ctx.fail(std::string(a) + " and " + b + " must be finite");
+  if (ctx.op().name == "RandomNormal" && pb < 0) ctx.fail("stddev must be >= 0, got " + std::to_string(pb));
+  if (ctx.op().name == "RandomUniform" && pb < pa)
+    ctx.fail("high (" + std::to_string(pb) + ") must be >= low (" + std::to_string(pa) + ")");
+  ctx.set_output(0, dtype, shape);
+}
+
+}  // namespace
+
+void register_random_defs() {
+  // Stateful: two unseeded draws must not be merged or folded into one constant.
+  op_registry().add({.name = "RandomNormal", .display = "random::normal", .min_inputs = 0, .max_inputs = 0,
+                     .attrs = {{"shape", AttrType::Shape}, {"mean", AttrType::Float}, {"stddev", AttrType::Float},
+                               {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
+                     .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
+  op_registry().add({.name = "RandomUniform", .display = "random::uniform", .min_inputs = 0, .max_inputs = 0,
+                     .attrs = {{"shape", AttrType::Shape}, {"low", AttrType::Float}, {"high", AttrType::Float},
+                               {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
+                     .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
+}
 
 }  // namespace weft::defs
