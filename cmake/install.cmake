@@ -3,9 +3,15 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# Headers are listed one by one rather than with install(DIRECTORY): that would also create empty
+# folders for layers that have no headers yet, and a second copy of the umbrella.
 foreach(layer runtime kernels scheduler comm cluster api)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/weft/${layer}
-          FILES_MATCHING PATTERN "*.h")
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/${layer}/*.h)
+  list(FILTER headers EXCLUDE REGEX "^api/weft/")
+  foreach(header IN LISTS headers)
+    get_filename_component(dir ${header} DIRECTORY)
+    install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/weft/${dir})
+  endforeach()
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/api/weft/weft.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/weft)
 
