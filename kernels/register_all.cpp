@@ -24,6 +24,7 @@ void register_builtin_ops() {
     defs::register_random_defs();
     defs::register_loss_defs();
     defs::register_training_defs();
+    defs::register_broadcast_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -35,6 +36,7 @@ void register_builtin_ops() {
     cpu::register_random_kernels();
     cpu::register_loss_kernels();
     cpu::register_training_kernels();
+    cpu::register_broadcast_kernels();
     cuda::register_cuda_kernels();
   });
 }

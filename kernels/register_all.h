@@ -16,6 +16,7 @@ void register_random_defs();
 void register_creation_defs();
 void register_loss_defs();
 void register_training_defs();
+void register_broadcast_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -29,6 +30,7 @@ void register_cast_kernels();
 void register_creation_kernels();
 void register_loss_kernels();
 void register_training_kernels();
+void register_broadcast_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -37,4 +37,7 @@ Tensor stop_gradient(const Tensor& x, const SourceLocation& loc = SourceLocation
 // An op: writes `message` and the value to stderr every time it runs (eager or traced); returns x.
 Tensor print(const Tensor& x, const std::string& message = "", const SourceLocation& loc = SourceLocation::current());
 
+// x stretched to `shape` by NumPy broadcasting rules (no copy of x itself is needed first).
+Tensor broadcast_to(const Tensor& x, const Shape& shape, const SourceLocation& loc = SourceLocation::current());
+
 }  // namespace weft

@@ -103,7 +103,7 @@ std::vector<Tensor> sqrt_grad(const GradContext& g) { return {div(mul(g.grad(), 
 std::vector<Tensor> rsqrt_grad(const GradContext& g) {
   // d/dx x^-1/2 = -1/2 x^-3/2
   Tensor r = rsqrt(g.input(0));
-  return {mul(g.grad(), mul(mul(r, div(r, g.input(0))), -0.5))};
+  return {mul(g.grad(), mul(div(r, g.input(0)), -0.5))};
 }
 std::vector<Tensor> select_grad(const GradContext& g) {
   Tensor zero = zeros_like(g.grad());

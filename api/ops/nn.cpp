@@ -1,6 +1,12 @@
 // Front-ends of the activation ops. Their gradients will sit beside them here.
 #include "api/ops/nn.h"
 
+#include "api/gradient_registry.h"
+#include "api/ops/creation.h"
+#include "api/ops/math.h"
+#include "api/ops/reduce.h"
+#include "api/ops/register_gradients.h"
+
 namespace weft {
 
 Tensor relu(const Tensor& x, const SourceLocation& loc) {
@@ -31,6 +37,39 @@ Tensor log_softmax(const Tensor& x, int64_t axis, const SourceLocation& loc) {
 }  // namespace weft
 
 namespace weft {
-// Gradients of this family are being written (autodiff issue); registered here when done.
-void register_nn_gradients() {}
+
+namespace {
+
+std::vector<Tensor> relu_grad(const GradContext& g) {
+  const Tensor& x = g.input(0);
+  return {where(greater(x, zeros_like(x)), g.grad(), zeros_like(g.grad()))};
+}
+std::vector<Tensor> sigmoid_grad(const GradContext& g) {
+  const Tensor& y = g.output(0);
+  return {mul(g.grad(), mul(y, sub(1.0, y)))};
+}
+std::vector<Tensor> tanh_grad(const GradContext& g) {
+  const Tensor& y = g.output(0);
+  return {mul(g.grad(), sub(1.0, square(y)))};
+}
+std::vector<Tensor> softmax_grad(const GradContext& g) {
+  const Tensor& y = g.output(0);
+  int64_t axis = g.attrs.get_or<int64_t>("axis", -1);
+  return {mul(y, sub(g.grad(), reduce_sum(mul(g.grad(), y), {axis}, true)))};
+}
+std::vector<Tensor> log_softmax_grad(const GradContext& g) {
+  int64_t axis = g.attrs.get_or<int64_t>("axis", -1);
+  return {sub(g.grad(), mul(exp(g.output(0)), reduce_sum(g.grad(), {axis}, true)))};
+}
+
+}  // namespace
+
+void register_nn_gradients() {
+  register_gradient("Relu", relu_grad);
+  register_gradient("Sigmoid", sigmoid_grad);
+  register_gradient("Tanh", tanh_grad);
+  register_gradient("Softmax", softmax_grad);
+  register_gradient("LogSoftmax", log_softmax_grad);
+}
+
 }  // namespace weft

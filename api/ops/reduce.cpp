@@ -1,5 +1,12 @@
-// Front-ends of the reduce ops. Their gradients will sit beside them here.
+// Front-ends of the reductions and, below them, their gradients.
 #include "api/ops/reduce.h"
+
+#include <algorithm>
+
+#include "api/gradient_registry.h"
+#include "api/ops/array.h"
+#include "api/ops/math.h"
+#include "api/ops/register_gradients.h"
 
 namespace weft {
 
@@ -40,6 +47,49 @@ Tensor argmax(const Tensor& x, int64_t axis, const SourceLocation& loc) {
 }  // namespace weft
 
 namespace weft {
-// Gradients of this family are being written (autodiff issue); registered here when done.
-void register_reduce_gradients() {}
+
+namespace {
+
+// The input's shape with every reduced dim set to 1: the gradient of the (keepdims=false)
+// output is reshaped to it and then broadcast back over the reduced dims.
+Shape kept_shape(const GradContext& g) {
+  const Shape& in = g.input(0).shape();
+  std::vector<int64_t> axes = g.attrs.get<std::vector<int64_t>>("axes");
+  Shape kept = in;
+  if (axes.empty()) {
+    for (int64_t i = 0; i < kept.rank(); ++i) kept[i] = 1;
+  } else {
+    for (int64_t a : axes) kept[a < 0 ? a + in.rank() : a] = 1;
+  }
+  return kept;
+}
+
+Tensor spread(const GradContext& g, const Tensor& t) {
+  return broadcast_to(reshape(t, kept_shape(g)), g.input(0).shape());
+}
+
+std::vector<Tensor> sum_grad(const GradContext& g) { return {spread(g, g.grad())}; }
+
+std::vector<Tensor> mean_grad(const GradContext& g) {
+  double count = static_cast<double>(g.input(0).size()) / static_cast<double>(std::max<int64_t>(g.output(0).size(), 1));
+  return {spread(g, mul(g.grad(), 1.0 / std::max(count, 1.0)))};
+}
+
+// The gradient goes to the elements equal to the extreme, shared equally between ties (as in
+// TensorFlow), so that the gradient of max over [1, 3, 3] is [0, 0.5, 0.5].
+std::vector<Tensor> extreme_grad(const GradContext& g) {
+  Tensor hit = cast(equal(g.input(0), spread(g, g.output(0))), g.input(0).dtype());
+  Tensor ties = spread(g, reduce_sum(hit, g.attrs.get<std::vector<int64_t>>("axes"), false));
+  return {div(mul(hit, spread(g, g.grad())), ties)};
+}
+
+}  // namespace
+
+void register_reduce_gradients() {
+  register_gradient("Sum", sum_grad);
+  register_gradient("Mean", mean_grad);
+  register_gradient("Max", extreme_grad);
+  register_gradient("Min", extreme_grad);
+}
+
 }  // namespace weft

@@ -15,6 +15,7 @@ void register_builtin_gradients() {
     register_reduce_gradients();
     register_nn_gradients();
     register_loss_gradients();
+    register_broadcast_gradients();
   });
 }
 

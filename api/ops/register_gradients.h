@@ -9,4 +9,5 @@ void register_array_gradients();
 void register_reduce_gradients();
 void register_nn_gradients();
 void register_loss_gradients();
+void register_broadcast_gradients();
 }  // namespace weft

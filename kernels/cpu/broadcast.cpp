@@ -1,0 +1,46 @@
+// CPU kernel of BroadcastTo: contiguous runs of the input repeated through BroadcastPlan.
+#include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/copy_util.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+namespace {
+
+void broadcast_to_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& out = ctx.output(0);
+  if (out.size() == 0) return;
+  BroadcastPlan<1> plan(out.shape(), {&x.shape()});
+  const size_t width = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  const int64_t len = plan.inner;
+  const bool contiguous = plan.inner_stride[0] != 0;
+  visit_element_width(width, [&](auto w) {
+    using W = decltype(w);
+    ctx.pool().parallel_for(plan.outer, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(len, 1)),
+                            [&](int64_t b, int64_t e) {
+      plan.for_rows(b, e, [&](int64_t o, const std::array<int64_t, 1>& off) {
+        char* d = dst + o * sizeof(W);
+        const char* s = src + off[0] * sizeof(W);
+        if (contiguous) {
+          std::memcpy(d, s, len * sizeof(W));
+        } else {
+          W v;
+          std::memcpy(&v, s, sizeof(W));
+          for (int64_t j = 0; j < len; ++j) std::memcpy(d + j * sizeof(W), &v, sizeof(W));
+        }
+      });
+    });
+  });
+}
+
+}  // namespace
+
+void register_broadcast_kernels() {
+  for (int d = 0; d < kNumDTypes; ++d) register_kernel("BroadcastTo", DeviceType::CPU, static_cast<DType>(d), broadcast_to_kernel);
+}
+
+}  // namespace weft::cpu
