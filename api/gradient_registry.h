@@ -24,7 +24,11 @@ struct GradContext {
   std::span<const Tensor> outputs;
   std::span<const Tensor> output_grads;  // one per output; zeros where no gradient arrived
   const Attrs& attrs;
+  // Whether the tape wants input i's gradient (it is watched or derived from something
+  // watched); a gradient function may skip work for the others and return an undefined Tensor.
+  std::span<const bool> wanted = {};
 
+  bool needs(int i) const { return wanted.empty() || wanted[static_cast<size_t>(i)]; }
   const Tensor& input(int i) const { return inputs[i]; }
   const Tensor& output(int i) const { return outputs[i]; }
   const Tensor& grad(int i = 0) const { return output_grads[i]; }

@@ -121,7 +121,10 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
     }
     for (size_t i = 0; i < out_grads.size(); ++i)
       if (!out_grads[i].defined()) out_grads[i] = zeros_like(e->outputs[i]);
-    GradContext ctx{*e->op, e->inputs, e->outputs, out_grads, e->attrs};
+    std::unique_ptr<bool[]> wanted(new bool[e->inputs.size()]);
+    for (size_t i = 0; i < e->inputs.size(); ++i)
+      wanted[i] = differentiable_dtype(e->inputs[i].dtype()) && tracked(e->inputs[i]);
+    GradContext ctx{*e->op, e->inputs, e->outputs, out_grads, e->attrs, {wanted.get(), e->inputs.size()}};
     std::vector<Tensor> in_grads = fn(ctx);
     for (size_t i = 0; i < in_grads.size() && i < e->inputs.size(); ++i) {
       if (!in_grads[i].defined() || !differentiable_dtype(e->inputs[i].dtype())) continue;

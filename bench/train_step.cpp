@@ -2,6 +2,7 @@
 // SGD update), weft against the same model in libtorch, in one run. libtorch gets its best of
 // 1 and 2 intra-op threads. weft's peak memory per step is read from its allocator.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -45,7 +46,8 @@ struct WeftMlp {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool with_peer = !(argc > 1 && std::string(argv[1]) == "--no-peer");
   Tensor x = random::normal({kBatch, 784}, 0, 1, 1);
   Tensor y = cast(mul(random::uniform({kBatch}, 0, 10, 2), 1.f), int32);
   WeftMlp model;
@@ -61,6 +63,7 @@ int main() {
   std::vector<weft::bench::Row> rows;
   std::string peer = "n/a", ratio = "n/a";
 #ifdef WEFT_HAVE_TORCH
+  if (with_peer) {
   double best = 1e30;
   int best_threads = 0;
   for (int threads : {1, 2}) {
@@ -86,6 +89,7 @@ int main() {
   }
   peer = "libtorch " + fmt("%.3f ms", best * 1e3) + " (" + std::to_string(best_threads) + " thr)";
   ratio = fmt("%.2fx torch", w / best);
+  }
 #endif
   rows.push_back({"MLP 784-128-128-128-10, batch 256, step", fmt("%.3f ms", w * 1e3), peer, ratio, "<= 0.8x libtorch"});
   rows.push_back({"weft peak memory per step", fmt("%.2f MB", peak / 1e6), "", "", "reported"});

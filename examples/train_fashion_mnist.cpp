@@ -6,6 +6,7 @@
 // after 5 epochs.
 #include <weft/weft.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,6 +19,8 @@ struct Options {
   int epochs = 5;
   int64_t batch = 32;
   double learning_rate = 1e-3;
+  int64_t seed = 42;
+  double decay = 0.7;  // learning rate multiplier per epoch (Keras' LearningRateScheduler)
   std::string data = "/usr/share/datasets/fashion-mnist";
 };
 
@@ -32,15 +35,18 @@ Options parse(int argc, char** argv) {
     if (a == "--epochs") o.epochs = std::stoi(value());
     else if (a == "--batch") o.batch = std::stoll(value());
     else if (a == "--lr") o.learning_rate = std::stod(value());
+    else if (a == "--seed") o.seed = std::stoll(value());
+    else if (a == "--decay") o.decay = std::stod(value());
     else if (a == "--data") o.data = value();
-    else throw InvalidArgument("unknown argument " + a + " (known: --epochs --batch --lr --data)");
+    else throw InvalidArgument("unknown argument " + a + " (known: --epochs --batch --lr --decay --seed --data)");
   }
   return o;
 }
 
-// uint8 images (N, 28, 28) -> float32 (N, 784) in [0, 1]; uint8 labels -> int32.
-std::pair<Tensor, Tensor> prepare(const std::pair<Tensor, Tensor>& raw) {
-  Tensor x = div(cast(reshape(raw.first, {-1, 784}), float32), 255.f);
+// uint8 images (N, 28, 28) -> float32 (N, 784) standardised with the training set's pixel mean
+// and deviation (a small, reliable gain for an MLP); uint8 labels -> int32.
+std::pair<Tensor, Tensor> prepare(const std::pair<Tensor, Tensor>& raw, float mean, float stddev) {
+  Tensor x = div(sub(cast(reshape(raw.first, {-1, 784}), float32), mean), stddev);
   return {x, cast(raw.second, int32)};
 }
 
@@ -53,20 +59,24 @@ double accuracy(const Tensor& logits, const Tensor& labels) {
 
 int main(int argc, char** argv) try {
   Options opt = parse(argc, argv);
-  auto [x_train, y_train] = prepare(data::load_idx(opt.data + "/train-images-idx3-ubyte.gz",
-                                                   opt.data + "/train-labels-idx1-ubyte.gz"));
-  auto [x_test, y_test] = prepare(data::load_idx(opt.data + "/t10k-images-idx3-ubyte.gz",
-                                                 opt.data + "/t10k-labels-idx1-ubyte.gz"));
+  auto train = data::load_idx(opt.data + "/train-images-idx3-ubyte.gz", opt.data + "/train-labels-idx1-ubyte.gz");
+  auto test = data::load_idx(opt.data + "/t10k-images-idx3-ubyte.gz", opt.data + "/t10k-labels-idx1-ubyte.gz");
+  Tensor pixels = cast(train.first, float32);
+  float mean = reduce_mean(pixels).item<float>();
+  float stddev = std::sqrt(reduce_mean(square(sub(pixels, mean))).item<float>());
+  auto [x_train, y_train] = prepare(train, mean, stddev);
+  auto [x_test, y_test] = prepare(test, mean, stddev);
   std::printf("Fashion-MNIST: %lld training and %lld test images\n", static_cast<long long>(x_train.shape()[0]),
               static_cast<long long>(x_test.shape()[0]));
 
-  random::set_seed(42);
+  random::set_seed(opt.seed);
   nn::Sequential model{nn::Dense(128, nn::relu), nn::Dense(128, nn::relu), nn::Dense(10)};
   optim::Adam optimizer(opt.learning_rate);
-  auto dataset = data::Dataset::from_tensors({x_train, y_train}).shuffle(60000, /*seed=*/1).batch(opt.batch).prefetch(2);
+  auto dataset = data::Dataset::from_tensors({x_train, y_train}).shuffle(60000, opt.seed).batch(opt.batch).prefetch(2);
   const int64_t steps = dataset.cardinality();
 
   for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+    if (epoch > 1) optimizer.set_learning_rate(optimizer.learning_rate() * opt.decay);
     utils::Progbar bar(steps, "Epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs));
     double loss_sum = 0, acc_sum = 0;
     int64_t step = 0;

@@ -22,21 +22,20 @@ std::vector<Tensor> matmul_grad(const GradContext& g) {
   const Tensor& dc = g.grad();
   bool ta = g.attrs.get_or<bool>("transpose_a", false);
   bool tb = g.attrs.get_or<bool>("transpose_b", false);
+  // Each product is only formed when wanted: the first layer's input needs no gradient, and
+  // skipping it saves a quarter of an MLP's backward FLOPs.
   Tensor da, db;
-  if (!ta && !tb) {
-    da = matmul(dc, b, false, true);
-    db = matmul(a, dc, true, false);
-  } else if (!ta && tb) {
-    da = matmul(dc, b, false, false);
-    db = matmul(dc, a, true, false);
-  } else if (ta && !tb) {
-    da = matmul(b, dc, false, true);
-    db = matmul(a, dc, false, false);
-  } else {
-    da = matmul(b, dc, true, true);
-    db = matmul(dc, a, true, true);
+  if (g.needs(0)) {
+    if (!ta) da = matmul(dc, b, false, !tb);
+    else da = matmul(b, dc, tb, true);
+    da = unbroadcast(da, a);
   }
-  return {unbroadcast(da, a), unbroadcast(db, b)};
+  if (g.needs(1)) {
+    if (!tb) db = matmul(a, dc, !ta, false);
+    else db = matmul(dc, a, true, ta);
+    db = unbroadcast(db, b);
+  }
+  return {da, db};
 }
 
 }  // namespace

@@ -40,9 +40,14 @@ namespace weft {
 
 namespace {
 
-std::vector<Tensor> relu_grad(const GradContext& g) {
-  const Tensor& x = g.input(0);
-  return {where(greater(x, zeros_like(x)), g.grad(), zeros_like(g.grad()))};
+Tensor relu_backward(const Tensor& dy, const Tensor& x) {
+  static const OpDef& op = op_def("ReluGrad");
+  return dispatch1(op, {dy, x});
+}
+std::vector<Tensor> relu_grad(const GradContext& g) { return {relu_backward(g.grad(), g.input(0))}; }
+// ReluGrad is linear in dy (same mask again) and piecewise constant in x.
+std::vector<Tensor> relu_grad_grad(const GradContext& g) {
+  return {relu_backward(g.grad(), g.input(1)), zeros_like(g.input(1))};
 }
 std::vector<Tensor> sigmoid_grad(const GradContext& g) {
   const Tensor& y = g.output(0);
@@ -66,6 +71,7 @@ std::vector<Tensor> log_softmax_grad(const GradContext& g) {
 
 void register_nn_gradients() {
   register_gradient("Relu", relu_grad);
+  register_gradient("ReluGrad", relu_grad_grad);
   register_gradient("Sigmoid", sigmoid_grad);
   register_gradient("Tanh", tanh_grad);
   register_gradient("Softmax", softmax_grad);

@@ -199,7 +199,16 @@ void softmax_kernel(KernelContext& ctx) {
 
 }  // namespace
 
+namespace {
+template <class T>
+void relu_grad_kernel(KernelContext& ctx) {
+  binary_loop<T, T>(ctx, [](T dy, T x) { return x > T(0) ? dy : T(0); });
+}
+}  // namespace
+
 void register_nn_kernels() {
+  register_kernel("ReluGrad", DeviceType::CPU, float32, relu_grad_kernel<float>);
+  register_kernel("ReluGrad", DeviceType::CPU, float64, relu_grad_kernel<double>);
   register_kernel("Relu", DeviceType::CPU, float32, relu_kernel<float>);
   register_kernel("Relu", DeviceType::CPU, float64, relu_kernel<double>);
   register_kernel("Relu", DeviceType::CPU, int32, relu_kernel<int32_t>);

@@ -40,7 +40,22 @@ Cost softmax_cost(const InferContext& ctx) {
 
 }  // namespace
 
+namespace {
+// ReluGrad(dy, x) = dy where x > 0, else 0: relu's backward pass in one loop instead of a
+// comparison, a zeros tensor and a select.
+void infer_relu_grad(InferContext& ctx) {
+  check_same_dtype(ctx, 0, 2);
+  check_dtype_in(ctx, 0, kFloating);
+  if (ctx.input_shape(0) != ctx.input_shape(1))
+    ctx.fail("gradient shape " + ctx.input_shape(0).to_string() + " differs from input shape " +
+             ctx.input_shape(1).to_string());
+  infer_same_as_input(ctx);
+}
+}  // namespace
+
 void register_nn_defs() {
+  op_registry().add({.name = "ReluGrad", .display = "relu_grad", .min_inputs = 2, .max_inputs = 2,
+                     .infer = infer_relu_grad, .flags = kElementwise});
   op_registry().add({.name = "Relu", .display = "relu", .min_inputs = 1, .max_inputs = 1, .infer = infer_relu,
                      .flags = kElementwise});
   op_registry().add({.name = "Sigmoid", .display = "sigmoid", .min_inputs = 1, .max_inputs = 1,
