@@ -1,5 +1,7 @@
 #include "runtime/allocator.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -122,7 +124,9 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   size_t rounded;
   int cls = size_class(bytes, &rounded);
-  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass) {
+  // A block allocated while caching was off has only its exact size; caching it would hand it to a
+  // larger request of its class. (Sized exactly so that AddressSanitizer sees overruns.)
+  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass || malloc_usable_size(ptr) < rounded) {
     std::free(ptr);
     return;
   }

@@ -44,6 +44,7 @@ class CpuAllocator final : public Allocator {
 
   // Tests and sanitizer builds turn caching off so every block comes from the system.
   void set_caching(bool enabled) { caching_ = enabled; }
+  bool caching() const { return caching_; }
 
  private:
   CpuAllocator();
