@@ -1,7 +1,5 @@
-// float16 and bfloat16 conversions, checked against references built from first principles:
-// a half's value is computed with ldexp from its bit fields, and "round to nearest, ties to
-// even" is decided by comparing exact distances (in double) to the neighbouring representable
-// values, never by re-deriving the bit tricks of runtime/half.h.
+// float16 and bfloat16 conversions, checked against the first-principles references of
+// tests/half_reference.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,74 +8,18 @@
 #include <random>
 #include <vector>
 
+#include "half_reference.h"
 #include "runtime/half.h"
 
 namespace weft {
 namespace {
 
-// The exact value of a binary16 bit pattern (NaN for NaNs).
-double half_value(uint16_t bits) {
-  int sign = bits >> 15;
-  int exp = (bits >> 10) & 0x1f;
-  int mant = bits & 0x3ff;
-  double v;
-  if (exp == 0x1f) v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (exp == 0) v = std::ldexp(mant, -24);
-  else v = std::ldexp(1024 + mant, exp - 25);
-  return sign ? -v : v;
-}
-
-bool is_half_nan(uint16_t bits) { return (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff) != 0; }
-bool is_bf16_nan(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0; }
-
-// Ties go to the candidate with an even last mantissa bit.
-uint16_t nearest(double x, uint16_t lo, double lo_v, uint16_t hi, double hi_v) {
-  double dl = x - lo_v, dh = hi_v - x;
-  if (dl < dh) return lo;
-  if (dh < dl) return hi;
-  return (lo & 1) ? hi : lo;
-}
-
-// Correctly rounded float -> binary16, by search over all finite positive halves.
-uint16_t reference_to_half(double x) {
-  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  double a = std::fabs(x);
-  if (std::isinf(a)) return sign | 0x7c00;
-  // 65504 is the largest half; a value at or past the midpoint to 65536 overflows to inf.
-  if (a >= 65520.0) return sign | 0x7c00;
-  uint16_t lo = 0, hi = 0x7bff;  // largest h with value(h) <= a
-  while (lo < hi) {
-    uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
-    if (half_value(mid) <= a) lo = mid;
-    else hi = static_cast<uint16_t>(mid - 1);
-  }
-  if (lo == 0x7bff) return sign | lo;
-  return sign | nearest(a, lo, half_value(lo), static_cast<uint16_t>(lo + 1), half_value(lo + 1));
-}
-
-double bf16_value(uint16_t bits) {
-  int sign = bits >> 15;
-  int exp = (bits >> 7) & 0xff;
-  int mant = bits & 0x7f;
-  double v;
-  if (exp == 0xff) v = mant ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (exp == 0) v = std::ldexp(mant, -133);
-  else v = std::ldexp(128 + mant, exp - 134);
-  return sign ? -v : v;
-}
-
-uint16_t reference_to_bf16(float f) {
-  uint16_t sign = std::signbit(f) ? 0x8000 : 0;
-  double a = std::fabs(static_cast<double>(f));
-  if (std::isinf(a)) return sign | 0x7f80;
-  // Largest finite bf16 at or below a, by its bit pattern (positive bf16 values grow with bits).
-  uint16_t lo = 0;
-  for (int step = 1 << 14; step; step >>= 1)
-    if (lo + step <= 0x7f7f && bf16_value(static_cast<uint16_t>(lo + step)) <= a) lo = static_cast<uint16_t>(lo + step);
-  // Past the largest finite bf16 the next "value" is 2^128, which is infinity's place.
-  double hi_v = lo == 0x7f7f ? std::ldexp(1.0, 128) : bf16_value(static_cast<uint16_t>(lo + 1));
-  return sign | nearest(a, lo, bf16_value(lo), static_cast<uint16_t>(lo + 1), hi_v);
-}
+using ref::bf16_value;
+using ref::half_value;
+using ref::is_bf16_nan;
+using ref::is_half_nan;
+uint16_t reference_to_half(double x) { return ref::to_half_bits(x); }
+uint16_t reference_to_bf16(float f) { return ref::to_bf16_bits(f); }
 
 float from_bits(uint32_t u) { return bits_float(u); }
 
