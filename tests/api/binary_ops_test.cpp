@@ -29,11 +29,13 @@ void check_binary(BinaryFn op, Gen gen, Want want,
     ASSERT_EQ(out.dtype(), dtype_v<T>);
     std::vector<T> got = out.to_vector<T>();
     ASSERT_EQ(static_cast<int64_t>(got.size()), so.num_elements());
-    for (int64_t i = 0; i < so.num_elements(); ++i) {
-      T x = a[ref::source_index(so, sa, i)], y = b[ref::source_index(so, sb, i)];
-      T w = want(x, y);
-      ASSERT_TRUE(ref::close(got[i], w, rel, abs)) << "element " << i << ": f(" << +x << ", " << +y << ") = " << +got[i]
-                                                   << ", want " << +w;
+    std::vector<int64_t> ia = ref::source_indices(so, sa), ib = ref::source_indices(so, sb);
+    int64_t bad = ref::first_failure(so.num_elements(), [&](int64_t i) {
+      return ref::close(got[i], want(a[ia[i]], b[ib[i]]), rel, abs);
+    });
+    if (bad >= 0) {
+      T x = a[ia[bad]], y = b[ib[bad]];
+      FAIL() << "element " << bad << ": f(" << +x << ", " << +y << ") = " << +got[bad] << ", want " << +want(x, y);
     }
   }
 }

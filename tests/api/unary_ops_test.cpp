@@ -43,10 +43,8 @@ void check_unary(UnaryFn op, Want want, double rel = 0) {
     std::vector<T> got = out.to_vector<T>();
     // Results below the smallest normal lose relative precision; allow an absolute slack there.
     double abs = std::is_floating_point_v<T> ? static_cast<double>(std::numeric_limits<T>::min()) : 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      T w = want(x[i]);
-      ASSERT_TRUE(ref::close(got[i], w, rel, abs)) << "f(" << +x[i] << ") = " << +got[i] << ", want " << +w;
-    }
+    int64_t bad = ref::first_failure(s.num_elements(), [&](int64_t i) { return ref::close(got[i], want(x[i]), rel, abs); });
+    if (bad >= 0) FAIL() << "f(" << +x[bad] << ") = " << +got[bad] << ", want " << +want(x[bad]);
   }
 }
 
