@@ -48,6 +48,7 @@ class CpuAllocator final : public Allocator {
 
  private:
   CpuAllocator();
+  void* allocate_block(size_t bytes);
   void note_alloc(size_t bytes);
 
   std::atomic<int64_t> in_use_{0};

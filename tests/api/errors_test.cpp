@@ -83,6 +83,13 @@ TEST(Errors, ItemOfNonScalar) {
   EXPECT_EQ(constant({{4.f}}).item<float>(), 4.f) << "one element of any rank is fine";
 }
 
+TEST(Errors, ShapesTooBigToHold) {
+  // 2^62 float64 elements: the byte count wraps to 0 in 64 bits; refused instead of overrun.
+  std::string msg = ref::error_message<InvalidArgument>([] { zeros({int64_t{1} << 31, int64_t{1} << 31}, float64); });
+  EXPECT_TRUE(ref::contains(msg, "(2147483648, 2147483648)")) << msg;
+  EXPECT_THROW(ones({int64_t{1} << 40, int64_t{1} << 40}), InvalidArgument);
+}
+
 TEST(Errors, ViewAndCastChecks) {
   Tensor x = zeros({2, 3});
   EXPECT_THROW(x.view(Shape{4}), InvalidArgument);
