@@ -1,5 +1,8 @@
 #include "runtime/allocator.h"
 
+#include <malloc.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -87,7 +90,18 @@ void CpuAllocator::note_alloc(size_t bytes) {
 }
 
 void* CpuAllocator::allocate(size_t bytes) {
-  note_alloc(bytes);
+  void* p = allocate_block(bytes);
+  note_alloc(bytes);  // after the block exists: a refused request must not count as in use
+  return p;
+}
+
+void* CpuAllocator::allocate_block(size_t bytes) {
+  // Beyond the cached classes straight to the system, before size_class, whose rounding would
+  // wrap around for requests near 2^64.
+  if (bytes > kMaxCachedClass) {
+    if (bytes > SIZE_MAX - kAlignment) throw Unavailable("[allocator] cannot allocate " + std::to_string(bytes) + " bytes");
+    return system_alloc((bytes + kAlignment - 1) / kAlignment * kAlignment);
+  }
   size_t rounded;
   int cls = size_class(bytes, &rounded);
   if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass) {
@@ -120,9 +134,15 @@ void* CpuAllocator::allocate(size_t bytes) {
 void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  if (bytes > kMaxCachedClass) {  // never cached (see allocate_block)
+    std::free(ptr);
+    return;
+  }
   size_t rounded;
   int cls = size_class(bytes, &rounded);
-  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass) {
+  // A block allocated while caching was off has only its exact size; caching it would hand it to a
+  // larger request of its class. (Sized exactly so that AddressSanitizer sees overruns.)
+  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass || malloc_usable_size(ptr) < rounded) {
     std::free(ptr);
     return;
   }

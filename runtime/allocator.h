@@ -44,9 +44,11 @@ class CpuAllocator final : public Allocator {
 
   // Tests and sanitizer builds turn caching off so every block comes from the system.
   void set_caching(bool enabled) { caching_ = enabled; }
+  bool caching() const { return caching_; }
 
  private:
   CpuAllocator();
+  void* allocate_block(size_t bytes);
   void note_alloc(size_t bytes);
 
   std::atomic<int64_t> in_use_{0};

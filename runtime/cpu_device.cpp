@@ -1,6 +1,8 @@
 // The host CPU device, sized from hwloc's view of the machine.
 #include <hwloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -26,6 +28,10 @@ HostTopology read_topology() {
     if (root) t.memory_bytes = static_cast<int64_t>(root->total_memory);
   }
   hwloc_topology_destroy(topo);
+  // hwloc's root total can under-report (or be 0) where it cannot read NUMA memory, e.g. in some
+  // containers; the kernel's page count is always there.
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) t.memory_bytes = std::max(t.memory_bytes, int64_t{pages} * page_size);
   return t;
 }
 

@@ -2,6 +2,7 @@
 // them goes through float32 (cast first), as on CPUs without native half support.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -56,6 +57,20 @@ inline Half float_to_half(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return Half{static_cast<uint16_t>(sign | h)};
 }
+
+// double -> float rounded "to odd": truncate toward zero, and set the last bit if anything was
+// cut off. A later round-to-nearest into float16 or bfloat16 (many bits narrower) is then correct.
+// Rounding to the nearest float first would round twice and can make a false tie:
+// 1 + 2^-11 + 2^-40 becomes the float 1 + 2^-11, which ties to 1 instead of rising to 1 + 2^-10.
+inline float float_round_to_odd(double d) {
+  float f = static_cast<float>(d);
+  double back = static_cast<double>(f);
+  if (back == d || d != d) return f;
+  if (std::fabs(back) > std::fabs(d)) f = std::nextafter(f, 0.0f);  // also turns inf into max
+  return bits_float(float_bits(f) | 1u);
+}
+inline Half double_to_half(double d) { return float_to_half(float_round_to_odd(d)); }
+inline BFloat16 double_to_bfloat16(double d) { return float_to_bfloat16(float_round_to_odd(d)); }
 
 inline float half_to_float(Half h) {
   uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;

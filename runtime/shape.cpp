@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/error.h"
+
 namespace weft {
 
 void Shape::assign(const int64_t* d, size_t n) {
@@ -39,11 +41,16 @@ void Shape::push_back(int64_t d) {
 }
 
 int64_t Shape::num_elements() const {
-  int64_t n = 1;
+  bool zero = false;
   for (int64_t d : *this) {
     if (d < 0) return -1;
-    n *= d;
+    zero |= d == 0;
   }
+  if (zero) return 0;  // before multiplying: (2^40, 2^40, 0) is empty, not an overflow
+  int64_t n = 1;
+  for (int64_t d : *this)
+    if (__builtin_mul_overflow(n, d, &n))  // signed overflow is UB; shapes can come from files
+      throw InvalidArgument("[shape] " + to_string() + " has more elements than an int64 can count");
   return n;
 }
 

@@ -40,7 +40,7 @@ class Shape {
   std::span<const int64_t> dims() const { return {data(), static_cast<size_t>(rank_)}; }
   std::vector<int64_t> to_vector() const { return {begin(), end()}; }
 
-  // Product of the dims; -1 when any dim is unknown.
+  // Product of the dims; -1 when any dim is unknown. InvalidArgument if it overflows int64.
   int64_t num_elements() const;
   bool is_fully_defined() const;
   void push_back(int64_t d);

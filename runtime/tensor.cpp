@@ -11,7 +11,12 @@ Tensor Tensor::empty(DType dtype, Shape shape, Device* device) {
   if (!device) device = cpu_device();
   int64_t n = shape.num_elements();
   if (n < 0) throw InvalidArgument("[empty] cannot allocate a tensor of partially unknown shape " + shape.to_string());
-  auto buffer = make_intrusive<Buffer>(device, static_cast<size_t>(n) * dtype_size(dtype));
+  // A byte count that wrapped around would allocate a small block for a huge tensor.
+  size_t bytes;
+  if (__builtin_mul_overflow(static_cast<size_t>(n), dtype_size(dtype), &bytes))
+    throw InvalidArgument("[empty] a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape.to_string() +
+                          " needs more bytes than a size_t can count");
+  auto buffer = make_intrusive<Buffer>(device, bytes);
   return Tensor(make_intrusive<TensorImpl>(dtype, std::move(shape), std::move(buffer), device));
 }
 

@@ -14,6 +14,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/buffer.h"
@@ -78,9 +79,16 @@ class Tensor {
   template <class T>
   std::vector<T> to_vector() const {
     check_element_type(dtype_v<T>, "to_vector");
-    std::vector<T> out(static_cast<size_t>(size()));
-    if (!out.empty()) copy_to_host(out.data());
-    return out;
+    if constexpr (std::is_same_v<T, bool>) {
+      // std::vector<bool> is packed and has no data(): stage the bytes.
+      std::vector<uint8_t> bytes(static_cast<size_t>(size()));
+      if (!bytes.empty()) copy_to_host(bytes.data());
+      return std::vector<bool>(bytes.begin(), bytes.end());
+    } else {
+      std::vector<T> out(static_cast<size_t>(size()));
+      if (!out.empty()) copy_to_host(out.data());
+      return out;
+    }
   }
   // The single element of a one-element tensor.
   template <class T>

@@ -3,6 +3,7 @@
 //    [3 4]], shape=(2, 2), dtype=int32)
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <ostream>
 #include <sstream>
@@ -48,10 +49,31 @@ std::string shortest(F v) {
   return exact.size() <= rounded.size() ? exact : rounded;
 }
 
+// The fewest significant digits that read back as the same 16-bit value, as NumPy prints float16:
+// 0.1, not the 0.099975586 of the float32 it widens to.
+template <class H, class FromFloat>
+std::string shortest_16bit(H h, float f, FromFloat from_float) {
+  if (!std::isfinite(f)) return shortest(f);
+  char buf[64];
+  for (int digits = 1; digits < 9; ++digits) {
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), f, std::chars_format::general, digits);
+    float back = 0;
+    std::from_chars(buf, end, back);
+    if (from_float(back).bits == h.bits) return shortest(back);  // "1000", not "1e+03"
+  }
+  return shortest(f);
+}
+
 std::string format_element(const unsigned char* base, DType d, int64_t i) {
   switch (d) {
-    case DType::Float16: return shortest(half_to_float(reinterpret_cast<const Half*>(base)[i]));
-    case DType::BFloat16: return shortest(bfloat16_to_float(reinterpret_cast<const BFloat16*>(base)[i]));
+    case DType::Float16: {
+      Half h = reinterpret_cast<const Half*>(base)[i];
+      return shortest_16bit(h, half_to_float(h), float_to_half);
+    }
+    case DType::BFloat16: {
+      BFloat16 h = reinterpret_cast<const BFloat16*>(base)[i];
+      return shortest_16bit(h, bfloat16_to_float(h), float_to_bfloat16);
+    }
     case DType::Float32: return shortest(reinterpret_cast<const float*>(base)[i]);
     case DType::Float64: return shortest(reinterpret_cast<const double*>(base)[i]);
     case DType::Int8: return std::to_string(reinterpret_cast<const int8_t*>(base)[i]);
@@ -136,12 +158,9 @@ std::string format_values(const Tensor& t, int indent) {
     p.strides[d] = stride;
     stride *= shape[d];
   }
-  if (t.size() == 0) {
-    std::string s;
-    for (int64_t d = 0; d < shape.rank(); ++d) s += '[';
-    for (int64_t d = 0; d < shape.rank(); ++d) s += ']';
-    return s;
-  }
+  // Like NumPy and TensorFlow, an empty tensor is "[]" whatever its rank: nested brackets would
+  // suggest dims of 1 (the shape printed beside it tells the rest).
+  if (t.size() == 0) return "[]";
   p.collect(0, 0);
   std::string out;
   p.emit(out, 0, indent);

@@ -60,7 +60,10 @@ void ThreadPool::run_chunks(int64_t n, int64_t grain,
                             const std::function<void(int64_t, int64_t)>& fn) {
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
   int64_t chunks = std::min<int64_t>(num_threads(), max_chunks);
-  int64_t per = (n + chunks - 1) / chunks;
+  // Chunk sizes differ by at most one. Rounding the size up instead (ceil(n / chunks) each) leaves
+  // the last chunks empty or even reversed: n = 5 over 4 chunks of 2 gives [6, 5).
+  const int64_t per = n / chunks, extra = n % chunks;
+  auto chunk_begin = [&](int64_t c) { return c * per + std::min(c, extra); };
   Batch batch;
   batch.pending = static_cast<int>(chunks - 1);
   {
@@ -68,8 +71,8 @@ void ThreadPool::run_chunks(int64_t n, int64_t grain,
     for (int64_t c = 1; c < chunks; ++c) {
       Job j;
       j.fn = &fn;
-      j.begin = c * per;
-      j.end = std::min(n, (c + 1) * per);
+      j.begin = chunk_begin(c);
+      j.end = chunk_begin(c + 1);
       j.batch = &batch;
       queue_.push_back(std::move(j));
     }
@@ -77,7 +80,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t grain,
   if (chunks > 2) cv_.notify_all(); else cv_.notify_one();
   std::exception_ptr err;
   try {
-    fn(0, std::min(n, per));
+    fn(0, chunk_begin(1));
   } catch (...) {
     err = std::current_exception();
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "api/dispatch.h"
@@ -27,16 +28,21 @@ Tensor constant(T value) {
   return constant_from_host(dtype_v<T>, &value, 1, Shape{});
 }
 
+// Host storage for elements of T: std::vector<bool> is packed and has no data(), so bools are
+// gathered as bytes (a bool is one byte in a tensor).
+template <class T>
+using HostElement = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+
 template <Element T>
 Tensor constant(std::initializer_list<T> values) {
-  std::vector<T> v(values);
-  return constant_from_host(dtype_v<T>, v.data(), static_cast<int64_t>(v.size()),
-                            Shape{static_cast<int64_t>(v.size())});
+  // An initializer_list's elements are contiguous: no copy needed, bools included.
+  return constant_from_host(dtype_v<T>, values.begin(), static_cast<int64_t>(values.size()),
+                            Shape{static_cast<int64_t>(values.size())});
 }
 
 template <Element T>
 Tensor constant(std::initializer_list<std::initializer_list<T>> rows) {
-  std::vector<T> flat;
+  std::vector<HostElement<T>> flat;
   int64_t cols = rows.size() ? static_cast<int64_t>(rows.begin()->size()) : 0;
   for (const auto& r : rows) {
     if (static_cast<int64_t>(r.size()) != cols)
@@ -50,7 +56,7 @@ Tensor constant(std::initializer_list<std::initializer_list<T>> rows) {
 
 template <Element T>
 Tensor constant(std::initializer_list<std::initializer_list<std::initializer_list<T>>> planes) {
-  std::vector<T> flat;
+  std::vector<HostElement<T>> flat;
   int64_t rows = planes.size() ? static_cast<int64_t>(planes.begin()->size()) : 0;
   int64_t cols = rows ? static_cast<int64_t>(planes.begin()->begin()->size()) : 0;
   for (const auto& p : planes) {

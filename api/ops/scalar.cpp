@@ -20,20 +20,27 @@ Tensor make(DType dtype, T v) {
                         std::string(dtype_name(dtype)) + " (cast the tensor first)");
 }
 
+// Compares against max + 1 (a power of two, exact in double) with <: `v <= double(max)` lets 2^63
+// through for int64, because double(INT64_MAX) rounds up to 2^63, and converting it is UB.
 template <class I>
 bool fits(double v) {
   return std::nearbyint(v) == v && v >= static_cast<double>(std::numeric_limits<I>::lowest()) &&
-         v <= static_cast<double>(std::numeric_limits<I>::max());
+         v < static_cast<double>(std::numeric_limits<I>::max() / 2 + 1) * 2.0;
 }
 
 }  // namespace
+
+void throw_empty_operand(const char* op) {
+  throw InvalidArgument(std::string("[") + op +
+                        "] the tensor operand is an empty Tensor handle (default-constructed or moved from)");
+}
 
 Tensor scalar_tensor(DType dtype, double value, const char* op) {
   switch (dtype) {
     case DType::Float32: return make<float>(dtype, static_cast<float>(value));
     case DType::Float64: return make<double>(dtype, value);
-    case DType::Float16: return make<Half>(dtype, float_to_half(static_cast<float>(value)));
-    case DType::BFloat16: return make<BFloat16>(dtype, float_to_bfloat16(static_cast<float>(value)));
+    case DType::Float16: return make<Half>(dtype, double_to_half(value));
+    case DType::BFloat16: return make<BFloat16>(dtype, double_to_bfloat16(value));
     case DType::Int32:
       if (!fits<int32_t>(value)) not_representable(dtype, std::to_string(value), op);
       return make<int32_t>(dtype, static_cast<int32_t>(value));

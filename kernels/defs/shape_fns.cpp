@@ -4,6 +4,15 @@
 
 namespace weft::defs {
 
+std::string describe_inputs(const InferContext& ctx) {
+  std::string s;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (i) s += ", ";
+    s += std::string(dtype_name(ctx.input_dtype(i))) + " " + ctx.input_shape(i).to_string();
+  }
+  return s;
+}
+
 Shape broadcast_shapes(const InferContext& ctx, const Shape& a, const Shape& b) {
   if (a == b) return a;
   int64_t r = std::max(a.rank(), b.rank());
@@ -17,7 +26,8 @@ Shape broadcast_shapes(const InferContext& ctx, const Shape& a, const Shape& b) 
     else if (db == 1) d = da;
     else if (da < 0) d = db;  // unknown: trust the known side; checked again at run time
     else if (db < 0) d = da;
-    else ctx.fail("shapes " + a.to_string() + " and " + b.to_string() + " are not broadcastable");
+    else ctx.fail("shapes " + a.to_string() + " and " + b.to_string() + " are not broadcastable (inputs: " +
+                  describe_inputs(ctx) + ")");
     out.push_back(d);
   }
   return out;

@@ -15,6 +15,8 @@ inline constexpr std::initializer_list<DType> kRealNumeric = {DType::Float32, DT
 inline constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 inline constexpr std::initializer_list<DType> kSignedNumeric = kRealNumeric;
 
+// "float32 (2, 3), int32 (3,)": every input's dtype and shape, for error messages.
+std::string describe_inputs(const InferContext& ctx);
 // NumPy broadcasting of two shapes.
 Shape broadcast_shapes(const InferContext& ctx, const Shape& a, const Shape& b);
 // Maps a possibly negative axis into [0, rank); fails naming the axis and rank otherwise.

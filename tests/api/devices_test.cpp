@@ -1,0 +1,75 @@
+// list_devices, DeviceScope and where eager results live.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "reference.h"
+#include "runtime/device.h"
+
+namespace weft {
+namespace {
+
+constexpr const char* kCpuName = "/job:localhost/replica:0/task:0/device:CPU:0";
+
+bool has_gpu() {
+  for (const DeviceInfo& d : list_devices())
+    if (d.type == "GPU") return true;
+  return false;
+}
+
+TEST(Devices, CpuComesFirstWithItsFullName) {
+  std::vector<DeviceInfo> devices = list_devices();
+  ASSERT_FALSE(devices.empty());
+  const DeviceInfo& cpu = devices.front();
+  EXPECT_EQ(cpu.name, kCpuName);
+  EXPECT_EQ(cpu.type, "CPU");
+  EXPECT_GE(cpu.cores, 1);
+  EXPECT_GT(cpu.memory_bytes, 0);
+  EXPECT_FALSE(cpu.description.empty());
+  // At least what the kernel reports: hwloc alone can under-report inside containers.
+  int64_t phys = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  EXPECT_GE(cpu.memory_bytes, phys);
+  for (size_t i = 1; i < devices.size(); ++i) {
+    EXPECT_EQ(devices[i].type, "GPU");
+    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:GPU:" + std::to_string(i - 1));
+  }
+}
+
+TEST(Devices, EagerTensorsLiveOnTheCpu) {
+  Tensor x = constant({1.f, 2.f});
+  EXPECT_EQ(x.device(), kCpuName);
+  EXPECT_EQ((x + 1).device(), kCpuName);
+  EXPECT_EQ(range(3).device(), kCpuName);
+}
+
+TEST(Devices, GpuScopeWithoutGpuSoftPlacesOnCpu) {
+  if (has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  DeviceScope s("/gpu:0");
+  EXPECT_EQ(current_device_request(), "/gpu:0");
+  Tensor y = constant({1.f, 2.f}) * 3;
+  EXPECT_EQ(y.device(), kCpuName);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3.f, 6.f}));
+}
+
+TEST(Devices, ScopesNestAndRestore) {
+  EXPECT_EQ(current_device_request(), "");
+  {
+    DeviceScope outer("/cpu:0");
+    EXPECT_EQ(current_device_request(), "/cpu:0");
+    {
+      DeviceScope inner("/device:CPU:0");
+      EXPECT_EQ(current_device_request(), "/device:CPU:0");
+      EXPECT_EQ((constant(1) + 1).device(), kCpuName);
+    }
+    EXPECT_EQ(current_device_request(), "/cpu:0");
+  }
+  EXPECT_EQ(current_device_request(), "");
+}
+
+TEST(Devices, MalformedScopeThrows) {
+  EXPECT_THROW(DeviceScope("/tpu:0"), InvalidArgument);
+  EXPECT_THROW(DeviceScope("/device:CPU:x"), InvalidArgument);
+  EXPECT_EQ(current_device_request(), "") << "a failed scope must not stay pushed";
+}
+
+}  // namespace
+}  // namespace weft
