@@ -6,8 +6,11 @@
 //
 // Threads never share an output element, so no atomics are needed and every output element sums
 // its rows in increasing i whatever the thread count: results are deterministic. Wide rows are
-// split by column block (every task walks all rows over its columns); narrow rows by segment
-// range (every task walks all ids and adds the rows that land in its range).
+// split by column block (every task walks all rows over its columns), which stays balanced however
+// the ids cluster; otherwise by segment range (every task walks all ids and adds the rows that
+// land in its range), which zero-fills contiguous memory, what dominates when there are more
+// segments than rows (the gradient of a small gather from a large table). Narrow rows run on one
+// thread: rescanning the ids would cost as much as the adds it shares out.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -25,6 +28,9 @@ constexpr int64_t kSerialElements = int64_t{1} << 15;
 // Rows at least this wide are split by columns: each task then still adds runs long enough to
 // vectorise, and the tasks need not each rescan all ids.
 constexpr int64_t kColumnSplitWidth = 1024;
+// Rows narrower than this are not split by segment: each task's scan of all ids (a compare and a
+// mispredicted branch per id) would cost more than the adds it saves.
+constexpr int64_t kSegmentSplitWidth = 32;
 
 // Integer sums wrap (as TensorFlow's do) instead of overflowing, which would be undefined.
 template <class T>
@@ -73,13 +79,14 @@ void segment_sum_typed(KernelContext& ctx) {
   const T* in = data.size() ? static_cast<const T*>(data.raw_data()) : nullptr;
   ThreadPool& pool = ctx.pool();
 
-  if (rows * inner <= kSerialElements || pool.num_threads() == 1) {
+  const bool by_columns = inner >= kColumnSplitWidth && segments <= rows;
+  if (rows * inner <= kSerialElements || pool.num_threads() == 1 || (!by_columns && inner < kSegmentSplitWidth)) {
     std::fill(out, out + out_t.size(), T{});
     for (int64_t i = 0; i < rows; ++i) add_run(out + static_cast<int64_t>(ids[i]) * inner, in + i * inner, inner);
     return;
   }
 
-  if (inner >= kColumnSplitWidth) {
+  if (by_columns) {
     // Blocks of whole cache lines, so neighbouring tasks do not write the same line.
     const int64_t line = std::max<int64_t>(1, 64 / static_cast<int64_t>(sizeof(T)));
     const int64_t blocks = (inner + line - 1) / line;

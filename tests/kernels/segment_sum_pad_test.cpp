@@ -90,9 +90,10 @@ TEST(UnsortedSegmentSum, RepeatedAndUnusedIds) {
 TEST(UnsortedSegmentSum, LargeTakesBothParallelPaths) {
   check_segment_sum<float>({300, 2000}, 1, 37, int32, 11);   // wide rows: split by columns
   check_segment_sum<double>({40, 1030}, 1, 3, int64, 12);    // a width not a multiple of a cache line
-  check_segment_sum<float>({20000, 3}, 1, 500, int64, 13);   // narrow rows: split by segments
-  check_segment_sum<int64_t>({50000}, 1, 7, int32, 14);      // few segments, many single elements
+  check_segment_sum<float>({2000, 40}, 1, 500, int64, 13);   // rows of 40: split by segments
+  check_segment_sum<int64_t>({50000}, 1, 7, int32, 14);      // many single elements: one thread
   check_segment_sum<int32_t>({100, 100, 4}, 2, 1000, int32, 15);
+  check_segment_sum<float>({30, 2000}, 1, 100, int64, 16);    // wide rows but more segments than rows
 }
 
 TEST(UnsortedSegmentSum, Empty) {
