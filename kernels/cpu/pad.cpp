@@ -1,10 +1,10 @@
 // CPU kernel of Pad. Zero is all-zero bytes in every dtype (floats, halves, ints, bool), so the
-// kernel moves bytes only: memset for the padding, memcpy for the input, one function for all
-// nine dtypes.
+// kernel moves bytes only, typed by element width at most: one function for all nine dtypes.
 //
 // Dims whose inner neighbours are not padded are merged into them first, so the input is
 // copied in the longest contiguous runs the paddings allow. The output is then walked row by
-// row (a row = one run plus its before/after padding), each row written exactly once.
+// row (a row = one run plus its before/after padding), each row written exactly once: with
+// memset/memcpy when rows are wide, element by element when they are narrow.
 #include <algorithm>
 #include <cstring>
 
@@ -82,10 +82,10 @@ void pad_kernel(KernelContext& ctx) {
   const int64_t last_step = in_stride.back() * elem;
   auto for_rows = [&](auto&& write_row) {
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, kCopyGrainBytes / row_bytes), [&](int64_t b, int64_t e) {
-      // The multi-index over the outer dims but the last, of the group holding row b; then
-      // advanced like an odometer, one step per group.
       // A private copy: its captures then live in registers, which the row stores cannot alias.
       auto write = write_row;
+      // The multi-index over the outer dims but the last, of the group holding row b; then
+      // advanced like an odometer, one step per group.
       const size_t groups_rank = outer.size() - 1;
       std::vector<int64_t> idx(groups_rank);
       for (int64_t k = static_cast<int64_t>(groups_rank) - 1, g = b / last_out; k >= 0; --k) {

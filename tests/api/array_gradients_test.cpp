@@ -62,6 +62,8 @@ TEST(ArrayGradients, GatherInnerAxes) {
   Tensor idx2 = constant({{2, 0}, {2, 2}});
   check([&](auto& x) { return gather(x[0], idx2, 1); }, {f64({2, 3, 3}, 3)}, "axis 1 with 2-D indices");
   check([&](auto& x) { return gather(x[0], constant(1), 1); }, {f64({2, 3, 2}, 4)}, "scalar index");
+  Tensor idx64 = constant(std::vector<int64_t>{0, 2, 2, 0, 0}, Shape{5});
+  check([&](auto& x) { return gather(x[0], idx64, -2); }, {f64({3, 3, 1}, 5)}, "axis -2 int64");
 }
 
 TEST(ArrayGradients, GatherIndicesGetNoGradient) {
