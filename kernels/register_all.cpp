@@ -25,6 +25,8 @@ void register_builtin_ops() {
     defs::register_loss_defs();
     defs::register_training_defs();
     defs::register_broadcast_defs();
+    defs::register_scatter_defs();
+    defs::register_pad_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -37,6 +39,8 @@ void register_builtin_ops() {
     cpu::register_loss_kernels();
     cpu::register_training_kernels();
     cpu::register_broadcast_kernels();
+    cpu::register_scatter_kernels();
+    cpu::register_pad_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -17,6 +17,8 @@ void register_creation_defs();
 void register_loss_defs();
 void register_training_defs();
 void register_broadcast_defs();
+void register_scatter_defs();
+void register_pad_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -31,6 +33,8 @@ void register_creation_kernels();
 void register_loss_kernels();
 void register_training_kernels();
 void register_broadcast_kernels();
+void register_scatter_kernels();
+void register_pad_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/dispatch.h"
@@ -39,5 +40,20 @@ Tensor print(const Tensor& x, const std::string& message = "", const SourceLocat
 
 // x stretched to `shape` by NumPy broadcasting rules (no copy of x itself is needed first).
 Tensor broadcast_to(const Tensor& x, const Shape& shape, const SourceLocation& loc = SourceLocation::current());
+
+// TensorFlow's unsorted_segment_sum: output[segment_ids[i...], ...] += data[i..., ...], with
+// output shape (num_segments,) + data.shape[segment_ids.rank:]. segment_ids (int32/int64) must have
+// a prefix of data's shape; an id outside [0, num_segments) is an InvalidArgument naming it.
+// Segments no id names are zeros. data: float32, float64, int32 or int64.
+Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments,
+                            const SourceLocation& loc = SourceLocation::current());
+
+// x surrounded by zeros: paddings[i] = (before, after) elements for dim i, one pair per dim, none
+// negative. Any dtype.
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& paddings,
+           const SourceLocation& loc = SourceLocation::current());
+// The same with the befores and the afters as two lists.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& before, const std::vector<int64_t>& after,
+           const SourceLocation& loc = SourceLocation::current());
 
 }  // namespace weft
