@@ -24,6 +24,11 @@ struct GradContext {
   std::span<const Tensor> outputs;
   std::span<const Tensor> output_grads;  // one per output; zeros where no gradient arrived
   const Attrs& attrs;
+  // Which outputs a gradient reached (output_grads holds zeros for the others); empty: all of
+  // them. Lets an op skip work for an output only higher-order gradients ever reach.
+  std::span<const bool> arrived = {};
+
+  bool has_grad(int i) const { return arrived.empty() || arrived[static_cast<size_t>(i)]; }
 
   const Tensor& input(int i) const { return inputs[i]; }
   const Tensor& output(int i) const { return outputs[i]; }

@@ -256,6 +256,7 @@ TEST(GradientTapeSemantics, ErrorsOnEmptyHandles) {
   tape.watch(x);
   EXPECT_THROW(tape.watch(Tensor()), InvalidArgument);
   EXPECT_THROW(tape.gradient(x, std::vector<Tensor>{Tensor()}), InvalidArgument);
+  EXPECT_THROW(tape.watch(Variable()), InvalidArgument);
   GradientTape other;
   EXPECT_THROW(other.gradient(Tensor(), x), InvalidArgument);
 }

@@ -131,5 +131,18 @@ TEST(MeanSquaredError, ValueAndGradients) {
                          1e-6, "mean_squared_error broadcast");
 }
 
+// (N,) against (N, 1) would broadcast to an (N, N) matrix of every pair and silently average
+// the wrong thing; Keras squeezes, weft refuses.
+TEST(MeanSquaredError, RefusesShapesThatWouldBroadcastBeyondThePrediction) {
+  Tensor y_true = constant({1.0, 2.0, 3.0});
+  EXPECT_THROW(nn::mean_squared_error(y_true, constant({{1.0}, {2.0}, {3.0}})), InvalidArgument);
+  EXPECT_THROW(nn::mean_squared_error(constant({{1.0, 2.0}}), constant({1.0, 2.0})), InvalidArgument);
+  EXPECT_THROW(nn::mean_squared_error(zeros({2, 3}), zeros({1, 3})), InvalidArgument);
+  EXPECT_THROW(nn::mean_squared_error(zeros({3}), zeros({4})), InvalidArgument);
+  EXPECT_DOUBLE_EQ(nn::mean_squared_error(y_true, constant({{1.0, 2.0, 5.0}, {1.0, 2.0, 3.0}})).item<double>(),
+                   4.0 / 6);
+  EXPECT_DOUBLE_EQ(nn::mean_squared_error(constant(2.0), constant({1.0, 3.0})).item<double>(), 1.0);
+}
+
 }  // namespace
 }  // namespace weft
