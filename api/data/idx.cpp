@@ -75,12 +75,13 @@ Tensor read_idx(const std::string& path) {
       throw DataLoss("[load_idx] " + path + ": header declares an implausible size " + shape.to_string());
     count *= d;
   }
-  // Read in bounded chunks so a lying header costs no more memory than the data really present.
+  // Read in chunks that start small and double, so a lying header costs memory in proportion to
+  // the data really present (a 100-byte file declaring gigabytes allocates 1 MiB, not 64).
   std::vector<unsigned char> raw;
   const size_t want = static_cast<size_t>(count) * file_elem;
   while (raw.size() < want) {
     size_t old = raw.size();
-    size_t chunk = std::min<size_t>(want - old, size_t{64} << 20);
+    size_t chunk = std::min<size_t>(want - old, std::clamp<size_t>(old, size_t{1} << 20, size_t{64} << 20));
     raw.resize(old + chunk);
     size_t got = read_some(f.get(), path, raw.data() + old, chunk);
     if (got < chunk)

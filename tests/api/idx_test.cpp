@@ -216,7 +216,9 @@ TEST_F(IdxTest, GiganticHeadersFailFastWithoutAllocating) {
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 5.0);
-  EXPECT_LT(max_rss_kib() - rss_before, 512L * 1024) << "KiB of peak memory for files of a few hundred bytes";
+  // Peak RSS only grows past earlier peaks, so this catches the gross case (allocating what the
+  // header declares), not every megabyte.
+  EXPECT_LT(max_rss_kib() - rss_before, 128L * 1024) << "KiB of peak memory for files of a few hundred bytes";
 }
 
 TEST(FashionMnist, RealFilesLoad) {
