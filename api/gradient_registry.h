@@ -27,6 +27,11 @@ struct GradContext {
   // Whether the tape wants input i's gradient (it is watched or derived from something
   // watched); a gradient function may skip work for the others and return an undefined Tensor.
   std::span<const bool> wanted = {};
+  // Which outputs a gradient reached (output_grads holds zeros for the others); empty: all of
+  // them. Lets an op skip work for an output only higher-order gradients ever reach.
+  std::span<const bool> arrived = {};
+
+  bool has_grad(int i) const { return arrived.empty() || arrived[static_cast<size_t>(i)]; }
 
   bool needs(int i) const { return wanted.empty() || wanted[static_cast<size_t>(i)]; }
   const Tensor& input(int i) const { return inputs[i]; }

@@ -1,6 +1,7 @@
 #include "api/gradient_tape.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
@@ -59,6 +60,7 @@ void GradientTape::watch(const Tensor& t) {
 }
 
 void GradientTape::watch(const Variable& v) {
+  if (!v.defined()) throw InvalidArgument("[GradientTape] cannot watch an uninitialised Variable");
   Tensor value = v.state()->value;  // read without the hook: watching is explicit here
   variable_reads_[v.id()].push_back(value);
   track(value);
@@ -105,9 +107,11 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
   for (auto e = entries_.rbegin(); e != entries_.rend(); ++e) {
     bool any = false;
     std::vector<Tensor> out_grads(e->outputs.size());
+    std::unique_ptr<bool[]> arrived(new bool[e->outputs.size()]);
     for (size_t i = 0; i < e->outputs.size(); ++i) {
       auto it = grads.find(e->outputs[i].impl());
-      if (it != grads.end()) {
+      arrived[i] = it != grads.end();
+      if (arrived[i]) {
         out_grads[i] = it->second;
         any = true;
       }
@@ -125,6 +129,7 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
     for (size_t i = 0; i < e->inputs.size(); ++i)
       wanted[i] = differentiable_dtype(e->inputs[i].dtype()) && tracked(e->inputs[i]);
     GradContext ctx{*e->op, e->inputs, e->outputs, out_grads, e->attrs, {wanted.get(), e->inputs.size()}};
+    ctx.arrived = {arrived.get(), e->outputs.size()};
     std::vector<Tensor> in_grads = fn(ctx);
     for (size_t i = 0; i < in_grads.size() && i < e->inputs.size(); ++i) {
       if (!in_grads[i].defined() || !differentiable_dtype(e->inputs[i].dtype())) continue;

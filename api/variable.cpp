@@ -1,6 +1,7 @@
 #include "api/variable.h"
 
 #include <cstring>
+#include <vector>
 
 #include "api/context.h"
 #include "api/ops/math.h"
@@ -23,6 +24,20 @@ bool exclusively_owned(const Tensor& t) {
   const TensorImpl* impl = t.impl();
   return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
 }
+
+// An assignment is not differentiable (as in TensorFlow): the arithmetic of assign_add/assign_sub
+// is hidden from every recording tape, so the variable's next read starts a fresh path instead of
+// chaining gradients through the variable's history.
+class TapesPaused {
+ public:
+  TapesPaused() { saved_.swap(eager_context().observers); }
+  ~TapesPaused() { saved_.swap(eager_context().observers); }
+  TapesPaused(const TapesPaused&) = delete;
+  TapesPaused& operator=(const TapesPaused&) = delete;
+
+ private:
+  std::vector<OpObserver*> saved_;
+};
 }  // namespace
 
 void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
@@ -67,7 +82,11 @@ void Variable::assign(const Tensor& value) {
 // old buffer goes back to the allocator's cache for the next step.
 void Variable::assign_add(const Tensor& delta) {
   VariableState& s = checked();
-  Tensor sum = add(s.value, delta);
+  Tensor sum;
+  {
+    TapesPaused paused;
+    sum = add(s.value, delta);
+  }
   if (sum.shape() != s.value.shape())
     throw InvalidArgument("[assign_add] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
                           "; the update broadcasts to " + sum.shape().to_string());
@@ -75,7 +94,11 @@ void Variable::assign_add(const Tensor& delta) {
 }
 void Variable::assign_sub(const Tensor& delta) {
   VariableState& s = checked();
-  Tensor diff = sub(s.value, delta);
+  Tensor diff;
+  {
+    TapesPaused paused;
+    diff = sub(s.value, delta);
+  }
   if (diff.shape() != s.value.shape())
     throw InvalidArgument("[assign_sub] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
                           "; the update broadcasts to " + diff.shape().to_string());

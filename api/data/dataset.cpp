@@ -254,7 +254,8 @@ Dataset Dataset::shuffle(int64_t buffer_size, int64_t seed, bool reshuffle_each_
   node->kind = DatasetNode::Kind::Shuffle;
   node->input = node_;
   node->size = buffer_size;
-  node->seed = seed;
+  // Unseeded but not reshuffled: draw the seed once, here, so every epoch has the same order.
+  node->seed = seed >= 0 || reshuffle_each_iteration ? seed : static_cast<int64_t>(fresh_seed() >> 1);
   node->flag = reshuffle_each_iteration;
   return Dataset(node);
 }

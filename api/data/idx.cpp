@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -54,8 +55,11 @@ Tensor read_idx(const std::string& path) {
     case 0x0C: dtype = DType::Int32; file_elem = 4; break;
     case 0x0D: dtype = DType::Float32; file_elem = 4; break;
     case 0x0E: dtype = DType::Float64; file_elem = 8; break;
-    default:
-      throw DataLoss("[load_idx] " + path + ": unknown IDX element type code 0x" + std::to_string(magic[2]));
+    default: {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", magic[2]);
+      throw DataLoss("[load_idx] " + path + ": unknown IDX element type code " + code);
+    }
   }
   int rank = magic[3];
   if (rank == 0 || rank > 8) throw DataLoss("[load_idx] " + path + ": implausible rank " + std::to_string(rank));
@@ -66,15 +70,18 @@ Tensor read_idx(const std::string& path) {
     if (read_some(f.get(), path, b, 4) != 4) throw DataLoss("[load_idx] " + path + ": header is truncated");
     int64_t d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
     shape.push_back(d);
+    // Checked before multiplying: four 32-bit dims can overflow a signed 64-bit product.
+    if (d != 0 && count > kMaxElements / d)
+      throw DataLoss("[load_idx] " + path + ": header declares an implausible size " + shape.to_string());
     count *= d;
-    if (count > kMaxElements) throw DataLoss("[load_idx] " + path + ": header declares an implausible size");
   }
-  // Read in bounded chunks so a lying header costs no more memory than the data really present.
+  // Read in chunks that start small and double, so a lying header costs memory in proportion to
+  // the data really present (a 100-byte file declaring gigabytes allocates 1 MiB, not 64).
   std::vector<unsigned char> raw;
   const size_t want = static_cast<size_t>(count) * file_elem;
   while (raw.size() < want) {
     size_t old = raw.size();
-    size_t chunk = std::min<size_t>(want - old, size_t{64} << 20);
+    size_t chunk = std::min<size_t>(want - old, std::clamp<size_t>(old, size_t{1} << 20, size_t{64} << 20));
     raw.resize(old + chunk);
     size_t got = read_some(f.get(), path, raw.data() + old, chunk);
     if (got < chunk)

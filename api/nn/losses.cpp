@@ -3,6 +3,7 @@
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 #include "api/ops/math.h"
+#include "api/ops/nn.h"
 #include "api/ops/reduce.h"
 #include "api/ops/register_gradients.h"
 
@@ -14,8 +15,19 @@ Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, 
   return reduce_mean(out[0]);
 }
 
+// y_true may broadcast to y_pred's shape, not beyond it: (N,) against (N, 1) would otherwise
+// average an (N, N) matrix of every pair without a word.
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred, const SourceLocation& loc) {
-  return reduce_mean(square(sub(y_pred, y_true, loc), loc), {}, false, loc);
+  Tensor diff = sub(y_pred, y_true, loc);
+  const Shape& ds = diff.shape();
+  const Shape& ps = y_pred.shape();
+  bool grew = ds.rank() > ps.rank();
+  for (int64_t i = 0; !grew && i < ps.rank(); ++i) grew = ps[i] == 1 && ds[i] != 1;
+  if (grew)
+    throw InvalidArgument("[mean_squared_error] y_true " + y_true.shape().to_string() + " and y_pred " +
+                          ps.to_string() + " broadcast to " + ds.to_string() +
+                          ", larger than the prediction; reshape one of them");
+  return reduce_mean(square(diff, loc), {}, false, loc);
 }
 
 }  // namespace weft::nn
@@ -25,11 +37,17 @@ namespace weft {
 namespace {
 
 // d loss_i / d logits = backprop_i (softmax - one_hot), scaled by the incoming gradient of each
-// example's loss. The gradient through output 1 (the backprop itself) is not needed by any loss
-// and is not propagated.
+// example's loss. A gradient reaches output 1 (the backprop itself) only in higher-order
+// differentiation, where a first gradient is differentiated again; output 1 is softmax minus a
+// constant, so that gradient goes back through softmax's Jacobian: p * (G - sum(G * p)).
 std::vector<Tensor> sparse_xent_grad(const GradContext& g) {
   Tensor scale = expand_dims(g.grad(0), 1);
-  return {mul(g.output(1), scale), Tensor()};
+  Tensor logits_grad = mul(g.output(1), scale);
+  if (g.has_grad(1)) {
+    Tensor p = softmax(g.input(0), 1);
+    logits_grad = add(logits_grad, mul(p, sub(g.grad(1), reduce_sum(mul(g.grad(1), p), {1}, true))));
+  }
+  return {logits_grad, Tensor()};
 }
 
 }  // namespace
