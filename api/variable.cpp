@@ -80,30 +80,25 @@ void Variable::assign(const Tensor& value) {
 
 // The sum is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and the
 // old buffer goes back to the allocator's cache for the next step.
-void Variable::assign_add(const Tensor& delta) {
+// The result is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and
+// the old buffer goes back to the allocator's cache for the next step. Tapes do not see the
+// arithmetic: an assignment is not part of any gradient.
+void Variable::assign_combined(const Tensor& delta,
+                               Tensor (*combine)(const Tensor&, const Tensor&, const SourceLocation&), const char* op) {
   VariableState& s = checked();
-  Tensor sum;
+  Tensor result;
   {
     TapesPaused paused;
-    sum = add(s.value, delta);
+    result = combine(s.value, delta, SourceLocation::current());
   }
-  if (sum.shape() != s.value.shape())
-    throw InvalidArgument("[assign_add] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
-                          "; the update broadcasts to " + sum.shape().to_string());
-  s.value = std::move(sum);
+  if (result.shape() != s.value.shape())
+    throw InvalidArgument(std::string("[") + op + "] variable '" + s.name + "' has shape " +
+                          s.value.shape().to_string() + "; the update broadcasts to " + result.shape().to_string());
+  s.value = std::move(result);
 }
-void Variable::assign_sub(const Tensor& delta) {
-  VariableState& s = checked();
-  Tensor diff;
-  {
-    TapesPaused paused;
-    diff = sub(s.value, delta);
-  }
-  if (diff.shape() != s.value.shape())
-    throw InvalidArgument("[assign_sub] variable '" + s.name + "' has shape " + s.value.shape().to_string() +
-                          "; the update broadcasts to " + diff.shape().to_string());
-  s.value = std::move(diff);
-}
+
+void Variable::assign_add(const Tensor& delta) { assign_combined(delta, add, "assign_add"); }
+void Variable::assign_sub(const Tensor& delta) { assign_combined(delta, sub, "assign_sub"); }
 
 Tensor Variable::value_for_update() {
   VariableState& s = checked();

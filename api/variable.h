@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <source_location>
 #include <string>
 
 #include "runtime/tensor.h"
@@ -50,6 +51,9 @@ class Variable {
   std::shared_ptr<VariableState> state() const { return state_; }
 
  private:
+  // Makes `combine(value, delta)` the new value; it must keep the variable's shape.
+  void assign_combined(const Tensor& delta, Tensor (*combine)(const Tensor&, const Tensor&, const std::source_location&),
+                       const char* op);
   VariableState& checked() const;
   std::shared_ptr<VariableState> state_;
 };

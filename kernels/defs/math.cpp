@@ -24,16 +24,6 @@ void infer_equality(InferContext& ctx) {
   ctx.set_output(0, DType::Bool, broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(1)));
 }
 
-void infer_unary_numeric(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kRealNumeric);
-  infer_same_as_input(ctx);
-}
-
-void infer_unary_float(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kFloating);
-  infer_same_as_input(ctx);
-}
-
 void infer_where(InferContext& ctx) {
   if (ctx.input_dtype(0) != DType::Bool)
     ctx.fail("condition must be bool, got " + std::string(dtype_name(ctx.input_dtype(0))));

@@ -7,16 +7,6 @@ namespace weft::defs {
 
 namespace {
 
-void infer_relu(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kRealNumeric);
-  infer_same_as_input(ctx);
-}
-
-void infer_float_unary(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kFloating);
-  infer_same_as_input(ctx);
-}
-
 void infer_softmax(InferContext& ctx) {
   check_dtype_in(ctx, 0, kFloating);
   normalize_axis(ctx, ctx.attrs().get_or<int64_t>("axis", -1), ctx.input_shape(0).rank());
@@ -56,12 +46,12 @@ void infer_relu_grad(InferContext& ctx) {
 void register_nn_defs() {
   op_registry().add({.name = "ReluGrad", .display = "relu_grad", .min_inputs = 2, .max_inputs = 2,
                      .infer = infer_relu_grad, .flags = kElementwise});
-  op_registry().add({.name = "Relu", .display = "relu", .min_inputs = 1, .max_inputs = 1, .infer = infer_relu,
+  op_registry().add({.name = "Relu", .display = "relu", .min_inputs = 1, .max_inputs = 1, .infer = infer_unary_numeric,
                      .flags = kElementwise});
   op_registry().add({.name = "Sigmoid", .display = "sigmoid", .min_inputs = 1, .max_inputs = 1,
-                     .infer = infer_float_unary, .cost = exp_cost, .flags = kElementwise});
+                     .infer = infer_unary_float, .cost = exp_cost, .flags = kElementwise});
   op_registry().add({.name = "Tanh", .display = "tanh", .min_inputs = 1, .max_inputs = 1,
-                     .infer = infer_float_unary, .cost = exp_cost, .flags = kElementwise});
+                     .infer = infer_unary_float, .cost = exp_cost, .flags = kElementwise});
   op_registry().add({.name = "Softmax", .display = "softmax", .min_inputs = 1, .max_inputs = 1,
                      .attrs = {{"axis", AttrType::Int, false}}, .infer = infer_softmax, .cost = softmax_cost});
   op_registry().add({.name = "LogSoftmax", .display = "log_softmax", .min_inputs = 1, .max_inputs = 1,

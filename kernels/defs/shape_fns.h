@@ -28,5 +28,8 @@ std::string dtype_list(std::initializer_list<DType> dtypes);
 
 // Output 0 takes input 0's dtype and shape.
 void infer_same_as_input(InferContext& ctx);
+// The same, for input dtypes in kRealNumeric / kFloating only.
+void infer_unary_numeric(InferContext& ctx);
+void infer_unary_float(InferContext& ctx);
 
 }  // namespace weft::defs
