@@ -132,8 +132,7 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
     ctx.arrived = {arrived.get(), e->outputs.size()};
     std::vector<Tensor> in_grads = fn(ctx);
     for (size_t i = 0; i < in_grads.size() && i < e->inputs.size(); ++i) {
-      if (!in_grads[i].defined() || !differentiable_dtype(e->inputs[i].dtype())) continue;
-      if (tracked(e->inputs[i])) accumulate(e->inputs[i], in_grads[i]);
+      if (in_grads[i].defined() && wanted[i]) accumulate(e->inputs[i], in_grads[i]);
     }
   }
 
