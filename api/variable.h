@@ -16,10 +16,10 @@
 #include <string>
 
 #include "runtime/tensor.h"
+#include "runtime/variable_state.h"
 
 namespace weft {
 
-struct VariableState;
 
 class Variable {
  public:
@@ -56,12 +56,6 @@ class Variable {
                        const char* op);
   VariableState& checked() const;
   std::shared_ptr<VariableState> state_;
-};
-
-struct VariableState {
-  Tensor value;
-  std::string name;
-  bool trainable = true;
 };
 
 // Called by Variable::value(); GradientTape registers the hook.

@@ -27,6 +27,7 @@ void register_builtin_ops() {
     defs::register_broadcast_defs();
     defs::register_scatter_defs();
     defs::register_pad_defs();
+    defs::register_graph_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -41,6 +42,7 @@ void register_builtin_ops() {
     cpu::register_broadcast_kernels();
     cpu::register_scatter_kernels();
     cpu::register_pad_kernels();
+    cpu::register_graph_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -19,6 +19,7 @@ void register_training_defs();
 void register_broadcast_defs();
 void register_scatter_defs();
 void register_pad_defs();
+void register_graph_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -35,6 +36,7 @@ void register_training_kernels();
 void register_broadcast_kernels();
 void register_scatter_kernels();
 void register_pad_kernels();
+void register_graph_kernels();
 }  // namespace cpu
 
 namespace cuda {

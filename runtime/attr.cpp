@@ -5,7 +5,7 @@ namespace weft {
 AttrType attr_type(const AttrValue& v) { return static_cast<AttrType>(v.index()); }
 
 const char* attr_type_name(AttrType t) {
-  static const char* names[] = {"bool", "int", "float", "dtype", "shape", "int list", "string", "tensor"};
+  static const char* names[] = {"bool", "int", "float", "dtype", "shape", "int list", "string", "tensor", "graph"};
   return names[static_cast<int>(t)];
 }
 

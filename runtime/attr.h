@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,9 +18,14 @@
 
 namespace weft {
 
-using AttrValue = std::variant<bool, int64_t, double, DType, Shape, std::vector<int64_t>, std::string, Tensor>;
+class GraphIR;
+// The subgraphs of control-flow ops (the branches of If, the condition and body of While).
+using GraphAttr = std::shared_ptr<const GraphIR>;
 
-enum class AttrType { Bool, Int, Float, Type, Shape, IntList, String, Tensor };
+using AttrValue =
+    std::variant<bool, int64_t, double, DType, Shape, std::vector<int64_t>, std::string, Tensor, GraphAttr>;
+
+enum class AttrType { Bool, Int, Float, Type, Shape, IntList, String, Tensor, Graph };
 AttrType attr_type(const AttrValue& v);
 const char* attr_type_name(AttrType t);
 

@@ -6,6 +6,11 @@ void KernelContext::fail(const std::string& message) const {
   throw InvalidArgument("[" + op.display + "] " + message);
 }
 
+RunContext& KernelContext::run_context() const {
+  if (!run) throw FailedPrecondition("[" + op.display + "] only runs inside a graph (no executor context)");
+  return *run;
+}
+
 void register_kernel(std::string_view op, DeviceType device, DType dtype, KernelFn fn) {
   OpDef& def = op_registry().mutable_get(op);
   KernelFn& slot = def.kernels[static_cast<int>(device)][static_cast<int>(dtype)];

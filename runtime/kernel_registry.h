@@ -17,6 +17,7 @@
 #include "runtime/attr.h"
 #include "runtime/device.h"
 #include "runtime/op_registry.h"
+#include "runtime/run_context.h"
 #include "runtime/tensor.h"
 
 namespace weft {
@@ -27,10 +28,13 @@ struct KernelContext {
   std::span<Tensor> outputs;
   const Attrs& attrs;
   Device& device;
+  RunContext* run = nullptr;  // not owned; set by executors, null in eager mode
 
   const Tensor& input(int i) const { return inputs[i]; }
   Tensor& output(int i) const { return outputs[i]; }
   ThreadPool& pool() const { return device.pool(); }
+  // The executor's context; FailedPrecondition for graph-only ops (ReadVariable, If) run eagerly.
+  RunContext& run_context() const;
   // Throws InvalidArgument("[display] message"): for errors only the data can reveal
   // (an index out of range, an integer division by zero).
   [[noreturn]] void fail(const std::string& message) const;

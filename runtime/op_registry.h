@@ -37,6 +37,8 @@ enum OpFlags : uint32_t {
   kCommutative = 1u << 2,     // f(a, b) == f(b, a)
   kForwardsInput = 1u << 3,   // output 0 shares input 0's buffer (a view); the kernel is optional
   kNotDifferentiable = 1u << 4,
+  kSideEffect = 1u << 5,      // changes something outside its outputs (a variable, stderr): never pruned
+  kSetsOutputs = 1u << 6,     // the kernel sets its outputs itself (Const, ReadVariable, If): none preallocated
 };
 
 struct TensorMeta {

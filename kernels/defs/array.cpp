@@ -246,7 +246,7 @@ void register_array_defs() {
   // Stateful: it must print on every run even though its output is just its input.
   add({.name = "Print", .display = "print", .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"message", AttrType::String, false}}, .infer = infer_same_as_input, .cost = view_cost,
-       .flags = kForwardsInput | kStateful});
+       .flags = kForwardsInput | kStateful | kSideEffect});
 
   // Copies.
   add({.name = "Transpose", .display = "transpose", .min_inputs = 1, .max_inputs = 1,

@@ -23,15 +23,15 @@ void infer_apply(InferContext& ctx) {
 void register_training_defs() {
   op_registry().add({.name = "ApplyGradientDescent", .display = "apply_gradient_descent", .min_inputs = 2,
                      .max_inputs = 2, .num_outputs = 0, .attrs = {{"lr", AttrType::Float}}, .infer = infer_apply,
-                     .flags = kStateful | kNotDifferentiable});
+                     .flags = kStateful | kSideEffect | kNotDifferentiable});
   op_registry().add({.name = "ApplyMomentum", .display = "apply_momentum", .min_inputs = 3, .max_inputs = 3,
                      .num_outputs = 0,
                      .attrs = {{"lr", AttrType::Float}, {"momentum", AttrType::Float}, {"nesterov", AttrType::Bool}},
-                     .infer = infer_apply, .flags = kStateful | kNotDifferentiable});
+                     .infer = infer_apply, .flags = kStateful | kSideEffect | kNotDifferentiable});
   op_registry().add({.name = "ApplyAdam", .display = "apply_adam", .min_inputs = 4, .max_inputs = 4, .num_outputs = 0,
                      .attrs = {{"lr", AttrType::Float}, {"beta1", AttrType::Float}, {"beta2", AttrType::Float},
                                {"epsilon", AttrType::Float}},
-                     .infer = infer_apply, .flags = kStateful | kNotDifferentiable});
+                     .infer = infer_apply, .flags = kStateful | kSideEffect | kNotDifferentiable});
 }
 
 }  // namespace weft::defs

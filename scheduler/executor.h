@@ -1,0 +1,75 @@
+// Executor: runs a graph. The plan is made once (which nodes the fetches and targets need, their
+// topological order, pending counts, how many readers each value has); each run then walks the
+// ready nodes, releasing every value after its last reader so its buffer goes back to the
+// allocator's cache for the next node (memory planning by liveness), and writing an elementwise
+// op's result over an input that has no other reader.
+//
+//   auto graph = std::make_shared<const GraphIR>(std::move(g));
+//   Executor exec(graph, {.feeds = {{x_id, 0}}, .fetches = {{y_id, 0}}, .targets = {train_id}});
+//   std::vector<Tensor> out = exec.run({batch});        // one tensor per fetch
+//
+// Independent nodes run in parallel on the inter-op pool when the graph has enough independent
+// work to pay for the hand-off; chains run on the calling thread. A kernel error aborts the run
+// and is raised with the node's name and the user's source line. run() may be called from several
+// threads at once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "runtime/graph.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft {
+
+struct ExecutorSpec {
+  std::vector<Endpoint> feeds;    // values supplied by each run, in run()'s argument order
+  std::vector<Endpoint> fetches;  // values returned by run(), in this order
+  std::vector<int32_t> targets;   // nodes that must run though nothing fetched needs them
+};
+
+enum class Parallelism { kAuto, kSequential, kParallel };
+
+class Executor {
+ public:
+  Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Parallelism parallelism = Parallelism::kAuto);
+  // The executor of a function body: feeds are its args, fetches its results, targets every node
+  // with a side effect.
+  static std::unique_ptr<Executor> for_function(std::shared_ptr<const GraphIR> body);
+  ~Executor();
+
+  std::vector<Tensor> run(std::span<const Tensor> feeds) const;
+
+  const GraphIR& graph() const { return *graph_; }
+  // How many nodes a run executes (after cutting at the feeds).
+  int num_planned_nodes() const;
+  bool parallel() const { return parallel_; }
+
+ private:
+  struct Step;
+  struct RunState;
+  class Context;
+  friend class Context;
+
+  void run_step(const Step& step, RunState& state, std::vector<Tensor>& scratch) const;
+  void run_sequential(RunState& state) const;
+  void run_parallel(RunState& state) const;
+  void check_feed(size_t i, const Tensor& value) const;
+  const Executor& body_executor(const GraphIR& body) const;
+
+  std::shared_ptr<const GraphIR> graph_;
+  ExecutorSpec spec_;
+  std::vector<Step> plan_;                 // topological order
+  std::vector<int32_t> value_readers_;     // per value id: reads by planned nodes plus fetches
+  std::vector<int32_t> fetch_values_;      // value id of each fetch
+  std::vector<int32_t> initial_ready_;     // plan indices with no pending inputs
+  int32_t num_values_ = 0;
+  bool parallel_ = false;
+  mutable std::mutex bodies_mu_;
+  mutable std::map<const GraphIR*, std::unique_ptr<Executor>> bodies_;  // control-flow subgraphs
+};
+
+}  // namespace weft

@@ -1,0 +1,15 @@
+// fuse_elementwise: turns chains of elementwise ops into single nodes that make one pass over
+// memory. relu(a + b) becomes one FusedElementwise node instead of an Add writing a temporary and
+// a Relu reading it back; relu(matmul(x, w) + bias) becomes one FusedMatMul whose epilogue adds
+// the bias and applies the activation while the GEMM's output is still in cache.
+//
+//   int fused = fuse_elementwise(g);   // nodes removed by fusion
+#pragma once
+
+#include "runtime/graph.h"
+
+namespace weft {
+
+int fuse_elementwise(GraphIR& g);
+
+}  // namespace weft

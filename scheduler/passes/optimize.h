@@ -1,0 +1,21 @@
+// The pass pipeline applied to every traced function and Session graph:
+// prune -> constant_fold -> cse -> fuse_elementwise -> prune.
+#pragma once
+
+#include <span>
+
+#include "runtime/graph.h"
+
+namespace weft {
+
+struct OptimizeOptions {
+  bool constant_folding = true;
+  bool cse = true;
+  bool fusion = true;
+};
+
+// `keep_values`/`keep_nodes` as for prune (the graph's results are always kept).
+void optimize(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int32_t> keep_nodes = {},
+              const OptimizeOptions& options = {});
+
+}  // namespace weft
