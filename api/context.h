@@ -29,6 +29,10 @@ class OpRecorder {
   virtual ~OpRecorder() = default;
   virtual std::vector<Tensor> record(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                                      const InferContext& inferred, const std::source_location& where) = 0;
+  // Called from a catch block when the op's inference failed: raises the error again with the
+  // name the node would have had and the user's source line.
+  [[noreturn]] virtual void rethrow_with_context(const OpDef& op, const Attrs& attrs,
+                                                 const std::source_location& where) = 0;
 };
 
 struct EagerContext {
@@ -36,6 +40,7 @@ struct EagerContext {
   Device* scoped_device = nullptr;        // resolved innermost DeviceScope, null: default
   std::vector<OpObserver*> observers;     // not owned
   OpRecorder* recorder = nullptr;         // not owned
+  std::vector<std::string> name_scopes;   // NameScope prefixes, outermost first
 };
 
 EagerContext& eager_context();

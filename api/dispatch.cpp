@@ -105,15 +105,30 @@ bool any_symbolic(std::span<const Tensor> inputs) {
                            "the graph or function that made them is being built");
 }
 
+// Tracing: the op becomes a node; recording tapes see it with its symbolic outputs, so a
+// gradient taken inside a traced function is itself traced.
+std::vector<Tensor> record(EagerContext& ctx, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                           const SourceLocation& where) {
+  InferContext ic(op, inputs, attrs);
+  try {
+    op.infer(ic);
+  } catch (const Error&) {
+    ctx.recorder->rethrow_with_context(op, attrs, where);
+  }
+  std::vector<Tensor> outs = ctx.recorder->record(op, inputs, attrs, ic, where);
+  for (OpObserver* o : ctx.observers) o->on_op(op, inputs, outs, attrs);
+  return outs;
+}
+
 }  // namespace
 
 std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                              const SourceLocation& where) {
   check_inputs(op, inputs);
   EagerContext& ctx = eager_context();
+  if (ctx.recorder) return record(ctx, op, inputs, attrs, where);
   InferContext ic(op, inputs, attrs);
   op.infer(ic);
-  if (ctx.recorder) return ctx.recorder->record(op, inputs, attrs, ic, where);
   if (any_symbolic(inputs)) symbolic_outside_graph(op);
   std::vector<Tensor> outs(ic.num_outputs());
   run_eager(op, inputs, attrs, ic, outs);
@@ -124,9 +139,14 @@ std::vector<Tensor> dispatch(const OpDef& op, std::span<const Tensor> inputs, co
 Tensor dispatch1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, const SourceLocation& where) {
   check_inputs(op, inputs);
   EagerContext& ctx = eager_context();
+  if (ctx.recorder) {
+    std::vector<Tensor> outs = record(ctx, op, inputs, attrs, where);
+    if (outs.size() != 1)
+      throw Internal("[" + op.display + "] dispatch1 used for an op with " + std::to_string(outs.size()) + " outputs");
+    return std::move(outs[0]);
+  }
   InferContext ic(op, inputs, attrs);
   op.infer(ic);
-  if (ctx.recorder) return ctx.recorder->record(op, inputs, attrs, ic, where).at(0);
   if (any_symbolic(inputs)) symbolic_outside_graph(op);
   std::array<Tensor, 1> outs;
   if (ic.num_outputs() != 1)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/context.h"
+#include "api/graph_builder.h"
 #include "api/ops/math.h"
 
 namespace weft {
@@ -45,9 +46,17 @@ void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
 Variable::Variable(const Tensor& initial_value, const std::string& name, bool trainable)
     : state_(std::make_shared<VariableState>()) {
   if (!initial_value.defined()) throw InvalidArgument("[Variable] '" + name + "' has an empty initial value");
-  state_->value = copy_of(initial_value);
   state_->name = name;
   state_->trainable = trainable;
+  state_->dtype = initial_value.dtype();
+  state_->shape = initial_value.shape();
+  if (GraphBuilder* b = current_builder()) {
+    if (initial_value.is_symbolic() && !initial_value.shape().is_fully_defined())
+      throw InvalidArgument("[Variable] '" + name + "' needs a fully known shape, got " +
+                            initial_value.shape().to_string());
+    b->on_variable_created(state_, initial_value, SourceLocation::current());
+  }
+  if (!initial_value.is_symbolic()) state_->value = copy_of(initial_value);
 }
 
 VariableState& Variable::checked() const {
@@ -57,6 +66,14 @@ VariableState& Variable::checked() const {
 
 Tensor Variable::value() const {
   VariableState& s = checked();
+  if (GraphBuilder* b = current_builder()) {
+    Tensor read = b->read_variable(state_, /*for_update=*/false, SourceLocation::current());
+    if (g_read_hook && !eager_context().observers.empty()) g_read_hook(*this, read);
+    return read;
+  }
+  if (!s.value.defined())
+    throw FailedPrecondition("[Variable] '" + s.name + "' is not initialised: it was created in a Graph, whose "
+                             "Session initialises it on its first run");
   if (g_read_hook && !eager_context().observers.empty()) g_read_hook(*this, s.value);
   return s.value;
 }
@@ -64,9 +81,10 @@ Tensor Variable::value() const {
 void Variable::assign(const Tensor& value) {
   VariableState& s = checked();
   if (!value.defined()) throw InvalidArgument("[assign] variable '" + s.name + "': empty Tensor handle");
-  if (value.dtype() != s.value.dtype() || value.shape() != s.value.shape())
-    throw InvalidArgument("[assign] variable '" + s.name + "' has dtype " + std::string(dtype_name(s.value.dtype())) +
-                          " and shape " + s.value.shape().to_string() + "; cannot assign " +
+  if (GraphBuilder* b = current_builder()) return b->assign_variable(state_, value, "AssignVariable", SourceLocation::current());
+  if (value.dtype() != s.dtype || value.shape() != s.shape)
+    throw InvalidArgument("[assign] variable '" + s.name + "' has dtype " + std::string(dtype_name(s.dtype)) +
+                          " and shape " + s.shape.to_string() + "; cannot assign " +
                           std::string(dtype_name(value.dtype())) + " " + value.shape().to_string());
   if (value.is_symbolic())
     throw InvalidArgument("[assign] variable '" + s.name + "': cannot assign a symbolic tensor eagerly");
@@ -86,6 +104,11 @@ void Variable::assign(const Tensor& value) {
 void Variable::assign_combined(const Tensor& delta,
                                Tensor (*combine)(const Tensor&, const Tensor&, const SourceLocation&), const char* op) {
   VariableState& s = checked();
+  if (GraphBuilder* b = current_builder()) {
+    const bool add_op = std::string_view(op) == "assign_add";
+    return b->assign_variable(state_, delta, add_op ? "AssignAddVariable" : "AssignSubVariable",
+                              SourceLocation::current());
+  }
   Tensor result;
   {
     TapesPaused paused;
@@ -102,13 +125,14 @@ void Variable::assign_sub(const Tensor& delta) { assign_combined(delta, sub, "as
 
 Tensor Variable::value_for_update() {
   VariableState& s = checked();
+  if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, SourceLocation::current());
   if (!exclusively_owned(s.value)) s.value = copy_of(s.value);
   return s.value;
 }
 
 const std::string& Variable::name() const { return checked().name; }
 bool Variable::trainable() const { return checked().trainable; }
-DType Variable::dtype() const { return checked().value.dtype(); }
-const Shape& Variable::shape() const { return checked().value.shape(); }
+DType Variable::dtype() const { return checked().dtype; }
+const Shape& Variable::shape() const { return checked().shape; }
 
 }  // namespace weft

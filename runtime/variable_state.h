@@ -11,6 +11,8 @@ namespace weft {
 
 struct VariableState {
   Tensor value;  // undefined until initialised (a Variable made in a Graph waits for its Session)
+  DType dtype = DType::Float32;
+  Shape shape;
   std::string name;
   bool trainable = true;
 };

@@ -5,6 +5,8 @@
 //   Tensor c = weft::where(x > 0, x, -x);
 #pragma once
 
+#include <type_traits>
+
 #include "api/dispatch.h"
 #include "api/ops/scalar.h"
 
@@ -51,12 +53,28 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b,
              const SourceLocation& loc = SourceLocation::current());
 Tensor cast(const Tensor& x, DType dtype, const SourceLocation& loc = SourceLocation::current());
 
-#define WEFT_BINARY_OPERATOR(sym, fn)                                                                      \
-  inline Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); }                       \
-  template <Scalar S>                                                                                      \
-  Tensor operator sym(const Tensor& a, S b) { return fn(a, scalar_like(a, b, #fn)); }                      \
-  template <Scalar S>                                                                                      \
-  Tensor operator sym(S a, const Tensor& b) { return fn(scalar_like(b, a, #fn), b); }
+// An operand that remembers where the expression using it was written. Operators cannot take a
+// source-location parameter, but the default argument of a converting constructor is evaluated
+// at the call site, so graph nodes made by `a + b` still point at the user's line.
+struct LocatedTensor {
+  template <class T>
+    requires std::is_convertible_v<const T&, Tensor>
+  LocatedTensor(const T& t, SourceLocation where = SourceLocation::current())  // NOLINT: implicit by design
+      : tensor(t), loc(where) {}
+  Tensor tensor;
+  SourceLocation loc;
+};
+
+#define WEFT_BINARY_OPERATOR(sym, fn)                                                                        \
+  inline Tensor operator sym(const LocatedTensor& a, const Tensor& b) { return fn(a.tensor, b, a.loc); }     \
+  template <Scalar S>                                                                                        \
+  Tensor operator sym(const LocatedTensor& a, S b) {                                                         \
+    return fn(a.tensor, scalar_like(a.tensor, b, #fn), a.loc);                                               \
+  }                                                                                                          \
+  template <Scalar S>                                                                                        \
+  Tensor operator sym(S a, const LocatedTensor& b) {                                                         \
+    return fn(scalar_like(b.tensor, a, #fn), b.tensor, b.loc);                                               \
+  }
 WEFT_BINARY_OPERATOR(+, add)
 WEFT_BINARY_OPERATOR(-, sub)
 WEFT_BINARY_OPERATOR(*, mul)
@@ -66,6 +84,6 @@ WEFT_BINARY_OPERATOR(<=, less_equal)
 WEFT_BINARY_OPERATOR(>, greater)
 WEFT_BINARY_OPERATOR(>=, greater_equal)
 #undef WEFT_BINARY_OPERATOR
-inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator-(const LocatedTensor& x) { return neg(x.tensor, x.loc); }
 
 }  // namespace weft

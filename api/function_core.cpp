@@ -1,0 +1,200 @@
+#include "api/function_core.h"
+
+#include <atomic>
+#include <bit>
+#include <iostream>
+
+#include "api/context.h"
+#include "api/graph_builder.h"
+#include "scheduler/executor.h"
+#include "scheduler/passes/optimize.h"
+
+namespace weft {
+
+namespace {
+std::atomic<bool> g_run_eagerly{false};
+
+// Hides the tapes recording around a call while it traces: they must not see symbolic ops of a
+// graph that is not part of their computation.
+class ObserversHidden {
+ public:
+  ObserversHidden() { saved_.swap(eager_context().observers); }
+  ~ObserversHidden() { saved_.swap(eager_context().observers); }
+  ObserversHidden(const ObserversHidden&) = delete;
+  ObserversHidden& operator=(const ObserversHidden&) = delete;
+
+ private:
+  std::vector<OpObserver*> saved_;
+};
+}  // namespace
+
+void run_functions_eagerly(bool eagerly) { g_run_eagerly = eagerly; }
+bool functions_run_eagerly() { return g_run_eagerly; }
+
+bool TensorSpec::accepts(const Tensor& t) const {
+  if (t.dtype() != dtype || t.rank() != shape.rank()) return false;
+  for (int64_t i = 0; i < shape.rank(); ++i)
+    if (shape[i] >= 0 && shape[i] != t.shape()[i]) return false;
+  return true;
+}
+
+std::string TensorSpec::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+
+struct FunctionCore::Concrete {
+  std::vector<TensorSpec> specs;
+  std::string static_key;
+  std::shared_ptr<GraphIR> graph;
+  std::unique_ptr<Executor> executor;
+
+  bool matches(std::span<const Tensor> args, const std::string& key) const {
+    if (key != static_key || args.size() != specs.size()) return false;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (!specs[i].accepts(args[i])) return false;
+    return true;
+  }
+};
+
+FunctionCore::FunctionCore(FunctionOptions options) : options_(std::move(options)) {}
+FunctionCore::~FunctionCore() = default;
+
+std::vector<TensorSpec> FunctionCore::specs_for(std::span<const Tensor> args, const std::string& static_key) const {
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : args) specs.push_back({t.dtype(), t.shape()});
+  if (!options_.relax_shapes) return specs;
+  // Relaxing: where an earlier trace with the same dtypes, ranks and non-tensor values saw other
+  // sizes, the dim becomes unknown; the relaxed trace then serves every later size.
+  for (const auto& c : cache_) {
+    if (c->static_key != static_key || c->specs.size() != specs.size()) continue;
+    bool same_kind = true;
+    for (size_t i = 0; i < specs.size() && same_kind; ++i)
+      same_kind = c->specs[i].dtype == specs[i].dtype && c->specs[i].shape.rank() == specs[i].shape.rank();
+    if (!same_kind) continue;
+    for (size_t i = 0; i < specs.size(); ++i)
+      for (int64_t d = 0; d < specs[i].shape.rank(); ++d)
+        if (c->specs[i].shape[d] != specs[i].shape[d]) specs[i].shape[d] = -1;
+  }
+  return specs;
+}
+
+std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<TensorSpec>& specs,
+                                                            const std::string& static_key, const Body& body) {
+  auto c = std::make_unique<Concrete>();
+  c->specs = specs;
+  c->static_key = static_key;
+  c->graph = std::make_shared<GraphIR>();
+  GraphBuilder builder(c->graph, GraphBuilder::Mode::kFunction);
+  if (tracing_count_ > 0)
+    builder.set_variable_creation_allowed(
+        false, "weft::function '" + options_.name +
+                   "' creates a variable while retracing; variables may only be created on the first trace "
+                   "(create them outside the function, or only when they do not exist yet)");
+  const auto here = std::source_location::current();
+  {
+    ObserversHidden hidden;
+    RecorderScope recording(&builder);
+    std::vector<Tensor> args;
+    for (size_t i = 0; i < specs.size(); ++i)
+      args.push_back(builder.placeholder(specs[i].dtype, specs[i].shape, "input_" + std::to_string(i), here));
+    std::vector<Tensor> results = body(args);
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].defined())
+        throw InvalidArgument("[function '" + options_.name + "'] result " + std::to_string(i) +
+                              " is an empty Tensor handle");
+      c->graph->results.push_back(builder.endpoint_of(results[i], here));
+    }
+  }
+  ++tracing_count_;
+  std::vector<int32_t> targets = builder.side_effects();
+  if (options_.optimize) optimize(*c->graph, {}, targets);
+  std::erase_if(targets, [&](int32_t t) { return !c->graph->alive(t); });
+  ExecutorSpec spec;
+  for (int32_t a : c->graph->args) spec.feeds.push_back({a, 0});
+  spec.fetches = c->graph->results;
+  spec.targets = std::move(targets);
+  c->executor = std::make_unique<Executor>(c->graph, std::move(spec));
+  return c;
+}
+
+void FunctionCore::note_call(bool traced, std::span<const Tensor> args, const std::string& static_key) {
+  if (traced && calls_ > 0) {
+    // Say what changed since the previous call: that is what made this one retrace.
+    std::string cause;
+    if (static_key != last_static_key_) {
+      cause = "its non-tensor arguments changed from (" + last_static_key_ + ") to (" + static_key +
+              "); pass values that change as tensors";
+    } else if (args.size() == last_specs_.size()) {
+      for (size_t i = 0; i < args.size() && cause.empty(); ++i)
+        if (!last_specs_[i].accepts(args[i]))
+          cause = "argument " + std::to_string(i) + " changed from " + last_specs_[i].to_string() + " to " +
+                  TensorSpec{args[i].dtype(), args[i].shape()}.to_string() +
+                  "; use FunctionOptions{.relax_shapes = true} or an input_signature";
+    }
+    if (!cause.empty()) last_retrace_cause_ = cause;
+  }
+  history_ = ((history_ << 1) | (traced ? 1u : 0u)) & 0x3ffu;
+  ++calls_;
+  last_specs_.clear();
+  for (const Tensor& t : args) last_specs_.push_back({t.dtype(), t.shape()});
+  last_static_key_ = static_key;
+  if (!warned_ && calls_ >= 5 && std::popcount(history_) >= 5 && tracing_count_ > 1) {
+    warned_ = true;
+    std::cerr << "weft: warning: function '" << options_.name << "' traced " << std::popcount(history_)
+              << " times in its last " << std::min(calls_, 10) << " calls; tracing is expensive. It retraced because "
+              << (last_retrace_cause_.empty() ? std::string("its signature changed") : last_retrace_cause_) << ".\n";
+  }
+}
+
+FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args, const std::string& static_key,
+                                                    const Body& body) {
+  for (const Tensor& t : args) {
+    if (!t.defined()) throw InvalidArgument("[function '" + options_.name + "'] an argument is an empty Tensor handle");
+    if (t.is_symbolic())
+      throw InvalidArgument("[function '" + options_.name + "'] argument '" + t.name() +
+                            "' is symbolic outside of its graph");
+  }
+  if (!options_.input_signature.empty()) {
+    const auto& sig = options_.input_signature;
+    bool ok = sig.size() == args.size();
+    for (size_t i = 0; ok && i < args.size(); ++i) ok = sig[i].accepts(args[i]);
+    if (!ok) {
+      std::string want, got;
+      for (size_t i = 0; i < sig.size(); ++i) want += (i ? ", " : "") + sig[i].to_string();
+      for (size_t i = 0; i < args.size(); ++i)
+        got += (i ? ", " : "") + TensorSpec{args[i].dtype(), args[i].shape()}.to_string();
+      throw InvalidArgument("[function '" + options_.name + "'] input_signature is (" + want + "), called with (" +
+                            got + ")");
+    }
+  }
+  for (size_t i = 0; i < cache_.size(); ++i) {
+    if (!cache_[i]->matches(args, static_key)) continue;
+    if (i) std::rotate(cache_.begin(), cache_.begin() + static_cast<std::ptrdiff_t>(i),
+                       cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    note_call(false, args, static_key);
+    return *cache_.front();
+  }
+  std::vector<TensorSpec> specs = options_.input_signature.empty() ? specs_for(args, static_key)
+                                                                   : options_.input_signature;
+  cache_.insert(cache_.begin(), trace(specs, static_key, body));
+  note_call(true, args, static_key);
+  return *cache_.front();
+}
+
+std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::string& static_key, const Body& body) {
+  // Called while another function traces: inline into that trace. With tracing off, or while a
+  // tape outside records (it needs to see the ops to differentiate them): run eagerly.
+  if (current_builder() || functions_run_eagerly() || !eager_context().observers.empty()) return body(args);
+  const Executor* exec;
+  {
+    std::lock_guard lock(mu_);
+    exec = find_or_trace(args, static_key, body).executor.get();
+  }
+  return exec->run(args);
+}
+
+std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,
+                                                 const Body& body) {
+  std::lock_guard lock(mu_);
+  return find_or_trace(args, static_key, body).graph;
+}
+
+}  // namespace weft

@@ -1,0 +1,75 @@
+// The type-erased engine behind weft::function (api/function.h): the trace cache keyed on the
+// call signature, tracing, the pass pipeline, the executors, and the retracing warning.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/graph.h"
+#include "runtime/tensor.h"
+
+namespace weft {
+
+class Executor;
+
+// The dtype and shape a function argument must have; -1 dims accept any size.
+struct TensorSpec {
+  DType dtype = DType::Float32;
+  Shape shape;
+  bool accepts(const Tensor& t) const;
+  std::string to_string() const;  // "float32(None, 784)"
+};
+
+struct FunctionOptions {
+  // Retrace with unknown dims where calls disagree, instead of once per shape.
+  bool relax_shapes = false;
+  // Fixes the signature: one trace, and calls whose tensors do not match are rejected.
+  std::vector<TensorSpec> input_signature;
+  std::string name = "function";
+  bool optimize = true;  // run the pass pipeline on each trace
+};
+
+// Turns tracing off everywhere (functions run their C++ body eagerly), for debugging.
+void run_functions_eagerly(bool eagerly);
+bool functions_run_eagerly();
+
+class FunctionCore {
+ public:
+  // Called at trace time with symbolic stand-ins for the tensor arguments; returns the results.
+  using Body = std::function<std::vector<Tensor>(std::span<const Tensor> args)>;
+
+  explicit FunctionCore(FunctionOptions options);
+  ~FunctionCore();
+
+  // Runs the graph traced for this signature (tracing it first if there is none).
+  std::vector<Tensor> call(std::span<const Tensor> args, const std::string& static_key, const Body& body);
+  // The optimised graph for this signature (tracing it if needed).
+  std::shared_ptr<GraphIR> graph_for(std::span<const Tensor> args, const std::string& static_key, const Body& body);
+  int tracing_count() const { return tracing_count_; }
+  const FunctionOptions& options() const { return options_; }
+
+ private:
+  struct Concrete;
+  Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const Body& body);
+  std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key, const Body& body);
+  std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key) const;
+  void note_call(bool traced, std::span<const Tensor> args, const std::string& static_key);
+
+  FunctionOptions options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Concrete>> cache_;  // most recently used first
+  int tracing_count_ = 0;
+  uint32_t history_ = 0;  // bit i: the i-th most recent call traced
+  int calls_ = 0;
+  bool warned_ = false;
+  std::vector<TensorSpec> last_specs_;
+  std::string last_static_key_;
+  std::string last_retrace_cause_;
+};
+
+}  // namespace weft
