@@ -3,18 +3,30 @@
 #include <cmath>
 
 #include "api/dispatch.h"
+#include "api/graph_builder.h"
 #include "api/ops/creation.h"
+#include "api/ops/math.h"
 
 namespace weft::optim {
 
+// The step count and the learning rate live in variables too: a traced training step reads them
+// at run time (an attribute would freeze the values seen while tracing), and eager and traced
+// steps can be mixed freely.
 class OptimizerImpl {
  public:
   explicit OptimizerImpl(double lr) : lr_(lr) {
     if (!(lr >= 0) || !std::isfinite(lr))
       throw InvalidArgument("[optimizer] learning rate must be a finite non-negative number, got " + std::to_string(lr));
+    step_ = Variable(constant(0.0), "iterations", /*trainable=*/false);
+    lr_var_ = Variable(constant(lr), "learning_rate", /*trainable=*/false);
   }
   virtual ~OptimizerImpl() = default;
-  virtual void update(Variable& var, const Tensor& grad, int64_t step) = 0;
+  // Eager: `step` is the step number and the rate is an attribute. Traced: `traced_step` is the
+  // step-count tensor and the rate is computed in the graph.
+  virtual void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step) = 0;
+
+  // The learning rate as a float64 scalar tensor of the graph being traced.
+  Tensor traced_lr() { return lr_var_.value(); }
 
   Variable& slot_for(const Variable& var, const std::string& slot) {
     auto key = std::make_pair(var.id(), slot);
@@ -26,7 +38,8 @@ class OptimizerImpl {
   }
 
   double lr_;
-  int64_t iterations_ = 0;
+  Variable step_;    // float64 scalar
+  Variable lr_var_;  // float64 scalar
   std::map<std::pair<const VariableState*, std::string>, Variable> slots_;
   std::vector<Variable> order_;
 };
@@ -39,15 +52,21 @@ class SgdImpl final : public OptimizerImpl {
     if (!(momentum >= 0 && momentum <= 1))
       throw InvalidArgument("[SGD] momentum must be in [0, 1], got " + std::to_string(momentum));
   }
-  void update(Variable& var, const Tensor& grad, int64_t) override {
+  void update(Variable& var, const Tensor& grad, int64_t, const Tensor& traced_step) override {
+    const bool traced = traced_step.defined();
     if (momentum_ == 0) {
       static const OpDef& op = op_def("ApplyGradientDescent");
-      dispatch(op, std::vector<Tensor>{var.value_for_update(), grad}, {{"lr", lr_}});
+      std::vector<Tensor> ins{var.value_for_update(), grad};
+      if (traced) ins.push_back(traced_lr());
+      dispatch(op, ins, traced ? Attrs{} : Attrs{{"lr", lr_}});
     } else {
       static const OpDef& op = op_def("ApplyMomentum");
       Variable& acc = slot_for(var, "momentum");
-      dispatch(op, std::vector<Tensor>{var.value_for_update(), acc.value_for_update(), grad},
-               {{"lr", lr_}, {"momentum", momentum_}, {"nesterov", nesterov_}});
+      std::vector<Tensor> ins{var.value_for_update(), acc.value_for_update(), grad};
+      Attrs attrs{{"momentum", momentum_}, {"nesterov", nesterov_}};
+      if (traced) ins.push_back(traced_lr());
+      else attrs.set("lr", lr_);
+      dispatch(op, ins, attrs);
     }
   }
   double momentum_;
@@ -62,14 +81,21 @@ class AdamImpl final : public OptimizerImpl {
                             std::to_string(b2));
     if (!(eps > 0)) throw InvalidArgument("[Adam] epsilon must be positive, got " + std::to_string(eps));
   }
-  void update(Variable& var, const Tensor& grad, int64_t step) override {
+  void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step) override {
     static const OpDef& op = op_def("ApplyAdam");
     Variable& m = slot_for(var, "m");
     Variable& v = slot_for(var, "v");
-    const double t = static_cast<double>(step);
-    const double lr_t = lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t));
-    dispatch(op, std::vector<Tensor>{var.value_for_update(), m.value_for_update(), v.value_for_update(), grad},
-             {{"lr", lr_t}, {"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}});
+    std::vector<Tensor> ins{var.value_for_update(), m.value_for_update(), v.value_for_update(), grad};
+    Attrs attrs{{"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}};
+    if (traced_step.defined()) {
+      // The same expression, in the same order, as the eager path: traced steps match bit for bit.
+      const Tensor& t = traced_step;
+      ins.push_back(traced_lr() * sqrt(1.0 - pow(constant(b2_), t)) / (1.0 - pow(constant(b1_), t)));
+    } else {
+      const double t = static_cast<double>(step);
+      attrs.set("lr", lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t)));
+    }
+    dispatch(op, ins, attrs);
   }
   double b1_, b2_, eps_;
 };
@@ -88,22 +114,38 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vec
                             grads[i].shape().to_string() + " does not match variable '" + vars[i].name() + "' " +
                             std::string(dtype_name(vars[i].dtype())) + vars[i].shape().to_string());
   }
-  int64_t step = ++impl_->iterations_;
+  Tensor traced_step;
+  int64_t step = 0;
+  if (current_builder()) {
+    impl_->step_.assign_add(constant(1.0));
+    traced_step = impl_->step_.value();
+  } else {
+    step = iterations() + 1;
+    impl_->step_.assign(constant(static_cast<double>(step)));
+  }
   for (size_t i = 0; i < vars.size(); ++i) {
     if (!grads[i].defined()) continue;
     Variable v = vars[i];
-    impl_->update(v, grads[i], step);
+    impl_->update(v, grads[i], step, traced_step);
   }
 }
 
-int64_t Optimizer::iterations() const { return impl_->iterations_; }
+int64_t Optimizer::iterations() const {
+  const Tensor& t = impl_->step_.state()->value;
+  return t.defined() ? static_cast<int64_t>(t.item<double>()) : 0;
+}
 std::vector<Variable> Optimizer::variables() const { return impl_->order_; }
 Variable Optimizer::slot(const Variable& var, const std::string& slot) const {
   auto it = impl_->slots_.find(std::make_pair(var.id(), slot));
   return it == impl_->slots_.end() ? Variable() : it->second;
 }
 double Optimizer::learning_rate() const { return impl_->lr_; }
-void Optimizer::set_learning_rate(double lr) { impl_->lr_ = lr; }
+void Optimizer::set_learning_rate(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw InvalidArgument("[optimizer] learning rate must be a finite non-negative number, got " + std::to_string(lr));
+  impl_->lr_ = lr;
+  impl_->lr_var_.assign(constant(lr));
+}
 
 SGD::SGD(double learning_rate, double momentum, bool nesterov)
     : Optimizer(std::make_shared<SgdImpl>(learning_rate, momentum, nesterov)) {}

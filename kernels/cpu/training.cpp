@@ -9,6 +9,12 @@ namespace weft::cpu {
 
 namespace {
 
+// The optional last input (a float64 scalar computed in the graph) wins over the attribute.
+double learning_rate(const KernelContext& ctx) {
+  if (static_cast<int>(ctx.inputs.size()) > ctx.op.min_inputs) return ctx.inputs.back().item<double>();
+  return ctx.attrs.get<double>("lr");
+}
+
 template <class T>
 T* writable(const Tensor& t) {
   return static_cast<T*>(t.raw_data());  // these ops own their inputs' buffers by contract
@@ -18,7 +24,7 @@ template <class T>
 void gradient_descent(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   const T* g = static_cast<const T*>(ctx.input(1).raw_data());
-  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));
+  const T lr = static_cast<T>(learning_rate(ctx));
   ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) w[i] -= lr * g[i];
   });
@@ -29,7 +35,7 @@ void momentum(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   T* acc = writable<T>(ctx.input(1));
   const T* g = static_cast<const T*>(ctx.input(2).raw_data());
-  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));
+  const T lr = static_cast<T>(learning_rate(ctx));
   const T mu = static_cast<T>(ctx.attrs.get<double>("momentum"));
   const bool nesterov = ctx.attrs.get<bool>("nesterov");
   // Keras' formulation: velocity = mu * velocity - lr * g; w += velocity (or the Nesterov step).
@@ -47,7 +53,7 @@ void adam(KernelContext& ctx) {
   T* m = writable<T>(ctx.input(1));
   T* v = writable<T>(ctx.input(2));
   const T* g = static_cast<const T*>(ctx.input(3).raw_data());
-  const T lr = static_cast<T>(ctx.attrs.get<double>("lr"));  // already bias-corrected
+  const T lr = static_cast<T>(learning_rate(ctx));  // already bias-corrected
   const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
   const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
   const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));

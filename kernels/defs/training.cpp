@@ -10,8 +10,18 @@ namespace {
 
 void infer_apply(InferContext& ctx) {
   check_dtype_in(ctx, 0, kFloating);
-  check_same_dtype(ctx, 0, ctx.num_inputs());
-  for (int i = 1; i < ctx.num_inputs(); ++i)
+  // An optional last input carries the learning rate as a float64 scalar: traced optimizers
+  // compute it in the graph (from the step count), where an attribute would freeze it.
+  int tensors = ctx.op().min_inputs;
+  if (ctx.num_inputs() > tensors) {
+    if (ctx.input_dtype(tensors) != DType::Float64 || ctx.input_shape(tensors).rank() != 0)
+      ctx.fail("the learning-rate input must be a float64 scalar, got " +
+               std::string(dtype_name(ctx.input_dtype(tensors))) + ctx.input_shape(tensors).to_string());
+  } else if (!ctx.attrs().find("lr")) {
+    ctx.fail("needs a learning rate: the 'lr' attribute or a last float64 input");
+  }
+  check_same_dtype(ctx, 0, tensors);
+  for (int i = 1; i < tensors; ++i)
     if (ctx.input_shape(i) != ctx.input_shape(0))
       ctx.fail("input " + std::to_string(i) + " has shape " + ctx.input_shape(i).to_string() +
                " but the variable has shape " + ctx.input_shape(0).to_string());
@@ -22,14 +32,14 @@ void infer_apply(InferContext& ctx) {
 
 void register_training_defs() {
   op_registry().add({.name = "ApplyGradientDescent", .display = "apply_gradient_descent", .min_inputs = 2,
-                     .max_inputs = 2, .num_outputs = 0, .attrs = {{"lr", AttrType::Float}}, .infer = infer_apply,
+                     .max_inputs = 3, .num_outputs = 0, .attrs = {{"lr", AttrType::Float, false}}, .infer = infer_apply,
                      .flags = kStateful | kSideEffect | kNotDifferentiable});
-  op_registry().add({.name = "ApplyMomentum", .display = "apply_momentum", .min_inputs = 3, .max_inputs = 3,
+  op_registry().add({.name = "ApplyMomentum", .display = "apply_momentum", .min_inputs = 3, .max_inputs = 4,
                      .num_outputs = 0,
-                     .attrs = {{"lr", AttrType::Float}, {"momentum", AttrType::Float}, {"nesterov", AttrType::Bool}},
+                     .attrs = {{"lr", AttrType::Float, false}, {"momentum", AttrType::Float}, {"nesterov", AttrType::Bool}},
                      .infer = infer_apply, .flags = kStateful | kSideEffect | kNotDifferentiable});
-  op_registry().add({.name = "ApplyAdam", .display = "apply_adam", .min_inputs = 4, .max_inputs = 4, .num_outputs = 0,
-                     .attrs = {{"lr", AttrType::Float}, {"beta1", AttrType::Float}, {"beta2", AttrType::Float},
+  op_registry().add({.name = "ApplyAdam", .display = "apply_adam", .min_inputs = 4, .max_inputs = 5, .num_outputs = 0,
+                     .attrs = {{"lr", AttrType::Float, false}, {"beta1", AttrType::Float}, {"beta2", AttrType::Float},
                                {"epsilon", AttrType::Float}},
                      .infer = infer_apply, .flags = kStateful | kSideEffect | kNotDifferentiable});
 }
