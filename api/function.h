@@ -118,26 +118,26 @@ class Function {
   template <class... Args>
   auto operator()(Args&&... args) {
     using R = std::invoke_result_t<F&, Args...>;
-    std::vector<Tensor> tensors;
+    std::array<Tensor, count_tensors<Args...>()> tensors;
     std::string key;
-    collect(tensors, key, args...);
+    collect(tensors.data(), key, args...);
     auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
       return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
     };
-    return function_detail::from_results<R>(core_->call(tensors, key, body));
+    return function_detail::from_results<R>(core_->call(tensors, key, FunctionBody(body)));
   }
 
   // The optimised graph for this signature, tracing it if needed.
   template <class... Args>
   Graph graph(Args&&... args) {
     using R = std::invoke_result_t<F&, Args...>;
-    std::vector<Tensor> tensors;
+    std::array<Tensor, count_tensors<Args...>()> tensors;
     std::string key;
-    collect(tensors, key, args...);
+    collect(tensors.data(), key, args...);
     auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
       return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
     };
-    return Graph(core_->graph_for(tensors, key, body));
+    return Graph(core_->graph_for(tensors, key, FunctionBody(body)));
   }
 
   int tracing_count() const { return core_->tracing_count(); }
@@ -145,11 +145,16 @@ class Function {
 
  private:
   template <class... Args>
-  static void collect(std::vector<Tensor>& tensors, std::string& key, const Args&... args) {
-    tensors.reserve(sizeof...(Args));
+  static constexpr size_t count_tensors() {
+    return (size_t{0} + ... + (function_detail::is_tensor_v<Args> ? 1 : 0));
+  }
+
+  template <class... Args>
+  static void collect(Tensor* tensors, std::string& key, const Args&... args) {
+    size_t k = 0;
     (
         [&] {
-          if constexpr (function_detail::is_tensor_v<Args>) tensors.push_back(args);
+          if constexpr (function_detail::is_tensor_v<Args>) tensors[k++] = args;
           else function_detail::append_key(key, args);
         }(),
         ...);

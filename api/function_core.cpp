@@ -115,17 +115,18 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
   return c;
 }
 
-void FunctionCore::note_call(bool traced, std::span<const Tensor> args, const std::string& static_key) {
-  if (traced && calls_ > 0) {
+void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const Tensor> args,
+                             const std::string& static_key) {
+  if (traced && last_) {
     // Say what changed since the previous call: that is what made this one retrace.
     std::string cause;
-    if (static_key != last_static_key_) {
-      cause = "its non-tensor arguments changed from (" + last_static_key_ + ") to (" + static_key +
+    if (static_key != last_->static_key) {
+      cause = "its non-tensor arguments changed from (" + last_->static_key + ") to (" + static_key +
               "); pass values that change as tensors";
-    } else if (args.size() == last_specs_.size()) {
+    } else if (args.size() == last_->specs.size()) {
       for (size_t i = 0; i < args.size() && cause.empty(); ++i)
-        if (!last_specs_[i].accepts(args[i]))
-          cause = "argument " + std::to_string(i) + " changed from " + last_specs_[i].to_string() + " to " +
+        if (!last_->specs[i].accepts(args[i]))
+          cause = "argument " + std::to_string(i) + " changed from " + last_->specs[i].to_string() + " to " +
                   TensorSpec{args[i].dtype(), args[i].shape()}.to_string() +
                   "; use FunctionOptions{.relax_shapes = true} or an input_signature";
     }
@@ -133,9 +134,7 @@ void FunctionCore::note_call(bool traced, std::span<const Tensor> args, const st
   }
   history_ = ((history_ << 1) | (traced ? 1u : 0u)) & 0x3ffu;
   ++calls_;
-  last_specs_.clear();
-  for (const Tensor& t : args) last_specs_.push_back({t.dtype(), t.shape()});
-  last_static_key_ = static_key;
+  last_ = used;
   if (!warned_ && calls_ >= 5 && std::popcount(history_) >= 5 && tracing_count_ > 1) {
     warned_ = true;
     std::cerr << "weft: warning: function '" << options_.name << "' traced " << std::popcount(history_)
@@ -169,13 +168,13 @@ FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args
     if (!cache_[i]->matches(args, static_key)) continue;
     if (i) std::rotate(cache_.begin(), cache_.begin() + static_cast<std::ptrdiff_t>(i),
                        cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    note_call(false, args, static_key);
+    note_call(cache_.front().get(), false, args, static_key);
     return *cache_.front();
   }
   std::vector<TensorSpec> specs = options_.input_signature.empty() ? specs_for(args, static_key)
                                                                    : options_.input_signature;
   cache_.insert(cache_.begin(), trace(specs, static_key, body));
-  note_call(true, args, static_key);
+  note_call(cache_.front().get(), true, args, static_key);
   return *cache_.front();
 }
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -38,10 +38,25 @@ struct FunctionOptions {
 void run_functions_eagerly(bool eagerly);
 bool functions_run_eagerly();
 
+// The traced body: called at trace time with symbolic stand-ins for the tensor arguments, it
+// returns the results. A non-owning reference (the body lives for the call that may trace it), so
+// a call that hits the cache allocates nothing for it.
+class FunctionBody {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionBody>)
+  explicit FunctionBody(F& f)
+      : obj_(&f), call_([](void* o, std::span<const Tensor> args) { return (*static_cast<F*>(o))(args); }) {}
+  std::vector<Tensor> operator()(std::span<const Tensor> args) const { return call_(obj_, args); }
+
+ private:
+  void* obj_;
+  std::vector<Tensor> (*call_)(void*, std::span<const Tensor>);
+};
+
 class FunctionCore {
  public:
-  // Called at trace time with symbolic stand-ins for the tensor arguments; returns the results.
-  using Body = std::function<std::vector<Tensor>(std::span<const Tensor> args)>;
+  using Body = FunctionBody;
 
   explicit FunctionCore(FunctionOptions options);
   ~FunctionCore();
@@ -58,7 +73,7 @@ class FunctionCore {
   Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const Body& body);
   std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key, const Body& body);
   std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key) const;
-  void note_call(bool traced, std::span<const Tensor> args, const std::string& static_key);
+  void note_call(const Concrete* used, bool traced, std::span<const Tensor> args, const std::string& static_key);
 
   FunctionOptions options_;
   std::mutex mu_;
@@ -67,8 +82,7 @@ class FunctionCore {
   uint32_t history_ = 0;  // bit i: the i-th most recent call traced
   int calls_ = 0;
   bool warned_ = false;
-  std::vector<TensorSpec> last_specs_;
-  std::string last_static_key_;
+  const Concrete* last_ = nullptr;  // the trace the previous call used
   std::string last_retrace_cause_;
 };
 

@@ -53,6 +53,7 @@ struct Executor::RunState {
     outstanding = 0;
   }
   std::vector<Tensor> values;
+  std::vector<Tensor> scratch;  // a step's inputs and outputs (sequential runs)
   std::unique_ptr<std::atomic<int32_t>[]> readers;  // reads left before the value is released
   std::unique_ptr<std::atomic<int32_t>[]> pending;
   Context ctx;
@@ -206,7 +207,7 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
   }
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() { delete spare_.load(); }
 
 int Executor::num_planned_nodes() const { return static_cast<int>(plan_.size()); }
 
@@ -231,14 +232,15 @@ const Executor& Executor::body_executor(const GraphIR& body) const {
 void Executor::check_feed(size_t i, const Tensor& value) const {
   const Endpoint& e = spec_.feeds[i];
   const TensorMeta& m = graph_->meta(e);
-  const std::string name = graph_->endpoint_name(e);
-  if (!value.defined()) throw InvalidArgument("[feed] '" + name + "' is fed an empty Tensor handle");
-  if (value.is_symbolic()) throw InvalidArgument("[feed] '" + name + "' is fed a symbolic tensor");
+  // The name is only built when something is wrong: this runs on every call.
+  if (!value.defined()) throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' is fed an empty Tensor handle");
+  if (value.is_symbolic()) throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' is fed a symbolic tensor");
   bool compatible = value.dtype() == m.dtype && value.rank() == m.shape.rank();
   for (int64_t d = 0; compatible && d < m.shape.rank(); ++d) compatible = m.shape[d] < 0 || m.shape[d] == value.shape()[d];
   if (!compatible)
-    throw InvalidArgument("[feed] '" + name + "' expects " + std::string(dtype_name(m.dtype)) + m.shape.to_string() +
-                          ", got " + std::string(dtype_name(value.dtype())) + value.shape().to_string());
+    throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' expects " + std::string(dtype_name(m.dtype)) +
+                          m.shape.to_string() + ", got " + std::string(dtype_name(value.dtype())) +
+                          value.shape().to_string());
 }
 
 void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratch) const {
@@ -292,8 +294,7 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
 }
 
 void Executor::run_sequential(RunState& st) const {
-  std::vector<Tensor> scratch;
-  for (const Step& s : plan_) run_step(s, st, scratch);
+  for (const Step& s : plan_) run_step(s, st, st.scratch);
 }
 
 void Executor::run_parallel(RunState& st) const {
@@ -344,17 +345,27 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> feeds) const {
   if (feeds.size() != spec_.feeds.size())
     throw InvalidArgument("[executor] expected " + std::to_string(spec_.feeds.size()) + " feeds, got " +
                           std::to_string(feeds.size()));
-  RunState st(*this);
-  st.reset(*this);
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    check_feed(i, feeds[i]);
-    st.values[i] = feeds[i];
-  }
-  if (parallel_ && !InterOpPool::in_pool_thread()) run_parallel(st);
-  else run_sequential(st);
+  for (size_t i = 0; i < feeds.size(); ++i) check_feed(i, feeds[i]);
+  // One run state is kept for reuse, so that a call of a small graph allocates almost nothing;
+  // a concurrent run finding it taken makes its own.
+  std::unique_ptr<RunState> st(spare_.exchange(nullptr, std::memory_order_acquire));
+  if (!st) st = std::make_unique<RunState>(*this);
+  st->reset(*this);
+  struct GiveBack {
+    const Executor* exec;
+    std::unique_ptr<RunState>& st;
+    ~GiveBack() {
+      for (Tensor& t : st->values) t = Tensor();
+      RunState* expected = nullptr;
+      if (exec->spare_.compare_exchange_strong(expected, st.get(), std::memory_order_release)) st.release();
+    }
+  } give_back{this, st};
+  for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = feeds[i];
+  if (parallel_ && !InterOpPool::in_pool_thread()) run_parallel(*st);
+  else run_sequential(*st);
   std::vector<Tensor> out;
   out.reserve(fetch_values_.size());
-  for (int32_t v : fetch_values_) out.push_back(st.values[static_cast<size_t>(v)]);
+  for (int32_t v : fetch_values_) out.push_back(st->values[static_cast<size_t>(v)]);
   return out;
 }
 

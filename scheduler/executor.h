@@ -14,6 +14,7 @@
 // threads at once.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +69,7 @@ class Executor {
   std::vector<int32_t> initial_ready_;     // plan indices with no pending inputs
   int32_t num_values_ = 0;
   bool parallel_ = false;
+  mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;
   mutable std::map<const GraphIR*, std::unique_ptr<Executor>> bodies_;  // control-flow subgraphs
 };
