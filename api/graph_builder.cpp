@@ -80,7 +80,13 @@ std::vector<Tensor> GraphBuilder::record(const OpDef& op, std::span<const Tensor
                                          const InferContext& inferred, const std::source_location& where) {
   std::vector<Endpoint> ins;
   ins.reserve(inputs.size());
-  for (const Tensor& t : inputs) ins.push_back(endpoint_of(t, where));
+  for (const Tensor& t : inputs) {
+    ins.push_back(endpoint_of(t, where));
+    // A variable converted to a Tensor implicitly is read where no source location can reach;
+    // its read takes the line of the op that reads it.
+    Node& producer = graph_->node(ins.back().node);
+    if (!producer.loc.known()) producer.loc = loc_of(where);
+  }
   // identity(x, name) asks for a node name through the "_name" attribute; it is not an attribute
   // of the op itself.
   std::string name;
@@ -158,12 +164,14 @@ Tensor GraphBuilder::placeholder(DType dtype, const Shape& shape, const std::str
 }
 
 Tensor GraphBuilder::read_variable(const std::shared_ptr<VariableState>& var, bool for_update,
-                                   const std::source_location& where) {
+                                   const std::optional<std::source_location>& where) {
   static const OpDef& read = op_def("ReadVariable");
   static const OpDef& read_for_update = op_def("ReadVariableForUpdate");
   const std::string key = variable_key(var);
   Node& n = add(for_update ? read_for_update : read, {}, {{"var", key}, {"dtype", var->dtype}, {"shape", var->shape}},
-                {{var->dtype, var->shape}}, for_update ? "ReadVariableForUpdate" : "ReadVariable", where);
+                {{var->dtype, var->shape}}, for_update ? "ReadVariableForUpdate" : "ReadVariable",
+                where.value_or(std::source_location()));
+  if (!where) n.loc = {};
   VariableAccess& acc = accesses_[var.get()];
   if (acc.last_write >= 0) graph_->add_control_input(n.id, acc.last_write);
   if (for_update) {

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -38,7 +39,9 @@ class GraphBuilder final : public OpRecorder {
 
   // A new argument of the graph (appended to graph().args).
   Tensor placeholder(DType dtype, const Shape& shape, const std::string& name, const std::source_location& where);
-  Tensor read_variable(const std::shared_ptr<VariableState>& var, bool for_update, const std::source_location& where);
+  // Without a location the read takes that of the first op that reads it.
+  Tensor read_variable(const std::shared_ptr<VariableState>& var, bool for_update,
+                       const std::optional<std::source_location>& where);
   // kind: "AssignVariable", "AssignAddVariable" or "AssignSubVariable".
   void assign_variable(const std::shared_ptr<VariableState>& var, const Tensor& value, const char* kind,
                        const std::source_location& where);

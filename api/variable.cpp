@@ -67,7 +67,7 @@ VariableState& Variable::checked() const {
 Tensor Variable::value() const {
   VariableState& s = checked();
   if (GraphBuilder* b = current_builder()) {
-    Tensor read = b->read_variable(state_, /*for_update=*/false, SourceLocation::current());
+    Tensor read = b->read_variable(state_, /*for_update=*/false, std::nullopt);
     if (g_read_hook && !eager_context().observers.empty()) g_read_hook(*this, read);
     return read;
   }
@@ -125,7 +125,7 @@ void Variable::assign_sub(const Tensor& delta) { assign_combined(delta, sub, "as
 
 Tensor Variable::value_for_update() {
   VariableState& s = checked();
-  if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, SourceLocation::current());
+  if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, std::nullopt);
   if (!exclusively_owned(s.value)) s.value = copy_of(s.value);
   return s.value;
 }
