@@ -36,11 +36,14 @@ Tensor unbroadcast(const Tensor& grad, const Tensor& like) {
   if (gs == ls) return grad;
   std::vector<int64_t> axes;
   int64_t lead = gs.rank() - ls.rank();
+  // An unknown dim of `like` is taken to match the gradient's (TensorFlow settles it at run time;
+  // a traced batch dim is the common case and never broadcast). An unknown dim of the gradient
+  // against a 1 is summed, which is right whatever its size turns out to be.
   for (int64_t i = 0; i < gs.rank(); ++i) {
     if (i < lead || (ls[i - lead] == 1 && gs[i] != 1)) axes.push_back(i);
   }
   Tensor summed = axes.empty() ? grad : reduce_sum(grad, axes, /*keepdims=*/true);
-  return reshape(summed, ls);
+  return reshape_like(summed, like);
 }
 
 }  // namespace weft

@@ -87,7 +87,7 @@ int64_t normalized(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank :
 
 // Reshape, ExpandDims and Squeeze keep the elements in order: the gradient is the output's,
 // given the input's shape back.
-std::vector<Tensor> reshape_back_grad(const GradContext& g) { return {reshape(g.grad(), g.input(0).shape())}; }
+std::vector<Tensor> reshape_back_grad(const GradContext& g) { return {reshape_like(g.grad(), g.input(0))}; }
 
 std::vector<Tensor> pass_through_grad(const GradContext& g) { return {g.grad()}; }
 

@@ -40,6 +40,11 @@ Tensor print(const Tensor& x, const std::string& message = "", const SourceLocat
 
 // x stretched to `shape` by NumPy broadcasting rules (no copy of x itself is needed first).
 Tensor broadcast_to(const Tensor& x, const Shape& shape, const SourceLocation& loc = SourceLocation::current());
+// The run-time-shape forms, for graphs traced with unknown dims: x broadcast to, or reshaped
+// to, the shape `like` has when the graph runs; and the element count of x as a scalar.
+Tensor broadcast_like(const Tensor& x, const Tensor& like, const SourceLocation& loc = SourceLocation::current());
+Tensor reshape_like(const Tensor& x, const Tensor& like, const SourceLocation& loc = SourceLocation::current());
+Tensor size_of(const Tensor& x, DType dtype = int64, const SourceLocation& loc = SourceLocation::current());
 
 // TensorFlow's unsorted_segment_sum: output[segment_ids[i...], ...] += data[i..., ...], with
 // output shape (num_segments,) + data.shape[segment_ids.rank:]. segment_ids (int32/int64) must have

@@ -1,5 +1,7 @@
 #include "api/ops/creation.h"
 
+#include "api/ops/array.h"
+
 namespace weft {
 
 Tensor constant_from_host(DType dtype, const void* data, int64_t count, Shape shape, const char* what) {
@@ -25,8 +27,15 @@ Tensor ones(const Shape& shape, DType dtype, const SourceLocation& loc) {
   return fill(shape, scalar_tensor(dtype, int64_t{1}, "ones"), loc);
 }
 
-Tensor zeros_like(const Tensor& x, const SourceLocation& loc) { return zeros(x.shape(), x.dtype(), loc); }
-Tensor ones_like(const Tensor& x, const SourceLocation& loc) { return ones(x.shape(), x.dtype(), loc); }
+// Traced with unknown dims, the shape is only known at run time: a scalar broadcast like x.
+Tensor zeros_like(const Tensor& x, const SourceLocation& loc) {
+  if (!x.shape().is_fully_defined()) return broadcast_like(zeros({}, x.dtype(), loc), x, loc);
+  return zeros(x.shape(), x.dtype(), loc);
+}
+Tensor ones_like(const Tensor& x, const SourceLocation& loc) {
+  if (!x.shape().is_fully_defined()) return broadcast_like(ones({}, x.dtype(), loc), x, loc);
+  return ones(x.shape(), x.dtype(), loc);
+}
 
 Tensor range_of(DType dtype, double start, double limit, double delta, const SourceLocation& loc) {
   static const OpDef& op = op_def("Range");

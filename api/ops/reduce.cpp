@@ -65,12 +65,29 @@ Shape kept_shape(const GradContext& g) {
 }
 
 Tensor spread(const GradContext& g, const Tensor& t) {
-  return broadcast_to(reshape(t, kept_shape(g)), g.input(0).shape());
+  const Tensor& x = g.input(0);
+  if (x.shape().is_fully_defined()) return broadcast_to(reshape(t, kept_shape(g)), x.shape());
+  if (t.rank() == x.rank()) return broadcast_like(t, x);  // kept dims (keepdims, or all reduced)
+  // Unknown dims (a graph traced with relaxed shapes): put the reduced axes back one by one.
+  std::vector<int64_t> axes = g.attrs.get<std::vector<int64_t>>("axes");
+  Tensor kept = t;
+  if (axes.empty()) {
+    kept = reshape(t, kept_shape(g));
+  } else {
+    for (int64_t& a : axes) a = a < 0 ? a + x.rank() : a;
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) kept = expand_dims(kept, a);
+  }
+  return broadcast_like(kept, x);
 }
 
 std::vector<Tensor> sum_grad(const GradContext& g) { return {spread(g, g.grad())}; }
 
 std::vector<Tensor> mean_grad(const GradContext& g) {
+  if (!g.input(0).shape().is_fully_defined()) {
+    const DType d = g.grad().dtype();
+    return {spread(g, div(g.grad(), div(size_of(g.input(0), d), size_of(g.output(0), d))))};
+  }
   double count = static_cast<double>(g.input(0).size()) / static_cast<double>(std::max<int64_t>(g.output(0).size(), 1));
   return {spread(g, mul(g.grad(), 1.0 / std::max(count, 1.0)))};
 }

@@ -1,7 +1,10 @@
 // CPU kernel of BroadcastTo: contiguous runs of the input repeated through BroadcastPlan.
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/copy_util.h"
+#include <type_traits>
+
 #include "kernels/register_all.h"
+#include "runtime/half.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
@@ -37,10 +40,26 @@ void broadcast_to_kernel(KernelContext& ctx) {
   });
 }
 
+void size_kernel(KernelContext& ctx) {
+  const int64_t n = ctx.input(0).size();
+  visit_dtype(ctx.output(0).dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_arithmetic_v<T>) *static_cast<T*>(ctx.output(0).raw_data()) = static_cast<T>(n);
+    else if constexpr (std::is_same_v<T, Half>) *static_cast<T*>(ctx.output(0).raw_data()) = float_to_half(static_cast<float>(n));
+    else *static_cast<T*>(ctx.output(0).raw_data()) = float_to_bfloat16(static_cast<float>(n));
+  });
+}
+
 }  // namespace
 
 void register_broadcast_kernels() {
-  for (int d = 0; d < kNumDTypes; ++d) register_kernel("BroadcastTo", DeviceType::CPU, static_cast<DType>(d), broadcast_to_kernel);
+  for (int d = 0; d < kNumDTypes; ++d) {
+    // BroadcastLike only differs in where the target shape comes from: the output is already
+    // allocated with it, and that is all the kernel reads.
+    register_kernel("BroadcastTo", DeviceType::CPU, static_cast<DType>(d), broadcast_to_kernel);
+    register_kernel("BroadcastLike", DeviceType::CPU, static_cast<DType>(d), broadcast_to_kernel);
+    if (static_cast<DType>(d) != DType::Bool) register_kernel("Size", DeviceType::CPU, static_cast<DType>(d), size_kernel);
+  }
 }
 
 }  // namespace weft::cpu

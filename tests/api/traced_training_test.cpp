@@ -91,3 +91,30 @@ TEST(TracedTraining, LearningRateChangesReachTheTracedStep) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(TracedTraining, RelaxedShapesTrainOnEveryBatchSizeWithOneTrace) {
+  nn::Sequential model{nn::Dense(8, nn::relu), nn::Dense(3)};
+  optim::Adam opt(0.01);
+  auto step = function(
+      [&](Tensor xb, Tensor yb) {
+        GradientTape tape;
+        Tensor loss = nn::sparse_softmax_cross_entropy(yb, model(xb, true));
+        auto vars = model.trainable_variables();
+        opt.apply_gradients(tape.gradient(loss, vars), vars);
+        return loss;
+      },
+      {.input_signature = {TensorSpec{float32, {-1, 5}}, TensorSpec{int32, {-1}}}});
+  for (int64_t batch : {4, 7, 1, 16}) {
+    Tensor x = random::normal({batch, 5}, 0, 1, batch);
+    Tensor y = cast(random::uniform({batch}, 0, 2.99, batch + 1), int32);
+    Tensor loss = step(x, y);
+    EXPECT_TRUE(std::isfinite(loss.item<float>()));
+  }
+  EXPECT_EQ(step.tracing_count(), 1);
+}
+
+}  // namespace
+}  // namespace weft
