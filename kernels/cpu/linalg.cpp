@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -52,17 +53,6 @@ GemmShape plan_gemm(const KernelContext& ctx) {
 }
 
 template <class T>
-void blas_gemm(const GemmShape& g, const T* a, const T* b, T* c) {
-  const auto ta = g.ta ? CblasTrans : CblasNoTrans;
-  const auto tb = g.tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, a, g.lda, b, g.ldb, 0.0f, c, g.n);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0, a, g.lda, b, g.ldb, 0.0, c, g.n);
-  }
-}
-
-template <class T>
 void matmul_kernel(KernelContext& ctx) {
   GemmShape g = plan_gemm(ctx);
   const T* a = static_cast<const T*>(ctx.input(0).raw_data());
@@ -76,7 +66,8 @@ void matmul_kernel(KernelContext& ctx) {
   }
   for (int64_t i = 0; i < g.batches; ++i) {
     if constexpr (std::is_floating_point_v<T>) {
-      blas_gemm<T>(g, a + g.a_off[i], b + g.b_off[i], c + i * c_mat);
+      const GemmArgs args{g.m, g.n, g.k, g.ta, g.tb, g.lda, g.ldb, g.n};
+      gemm_rows<T>(ctx.pool(), args, a + g.a_off[i], b + g.b_off[i], c + i * c_mat);
     } else {
       const T* pa = a + g.a_off[i];
       const T* pb = b + g.b_off[i];
