@@ -77,7 +77,7 @@ class DropoutImpl final : public ModuleImpl {
   Tensor call(const Tensor& x, bool training) override {
     if (!training || rate_ == 0) return x;
     int64_t seed = seed_ ? *seed_ + calls_++ : -1;
-    Tensor keep = greater_equal(random::uniform(x.shape(), 0.0, 1.0, seed, x.dtype()), rate_);
+    Tensor keep = greater_equal(random::uniform_like(x, 0.0, 1.0, seed, x.dtype()), rate_);
     return where(keep, mul(x, 1.0 / (1.0 - rate_)), zeros_like(x));
   }
 

@@ -1,49 +1,31 @@
 #include "api/ops/random.h"
 
-#include <atomic>
-#include <chrono>
-#include <random>
+#include "runtime/random_seed.h"
 
 namespace weft::random {
 
-namespace {
+void set_seed(int64_t seed) { set_global_seed(seed); }
 
-// Unseeded draws take the next seed of a process-wide sequence started from the clock and
-// std::random_device, so two unseeded calls differ and two processes differ.
-std::atomic<uint64_t>& next_seed() {
-  static std::atomic<uint64_t> next{[] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }()};
-  return next;
-}
-
-int64_t resolve_seed(int64_t seed) {
-  if (seed >= 0) return seed;
-  auto& next = next_seed();
-  // Spread consecutive seeds apart (splitmix64 step) so streams are unrelated.
-  uint64_t z = next.fetch_add(0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
-}
-
-}  // namespace
-
-void set_seed(int64_t seed) { next_seed().store(static_cast<uint64_t>(seed) * 0x2545F4914F6CDD1Dull); }
-
+// Seeds are passed on as given: an unseeded op (-1) draws its seed when its kernel runs, so a
+// traced graph gets fresh numbers on every call.
 Tensor normal(const Shape& shape, double mean, double stddev, int64_t seed, DType dtype, const SourceLocation& loc) {
   static const OpDef& op = op_def("RandomNormal");
   return dispatch1(op, {},
-                   {{"shape", shape}, {"mean", mean}, {"stddev", stddev}, {"seed", resolve_seed(seed)}, {"dtype", dtype}},
+                   {{"shape", shape}, {"mean", mean}, {"stddev", stddev}, {"seed", seed < 0 ? int64_t{-1} : seed}, {"dtype", dtype}},
                    loc);
 }
 
 Tensor uniform(const Shape& shape, double low, double high, int64_t seed, DType dtype, const SourceLocation& loc) {
   static const OpDef& op = op_def("RandomUniform");
   return dispatch1(op, {},
-                   {{"shape", shape}, {"low", low}, {"high", high}, {"seed", resolve_seed(seed)}, {"dtype", dtype}},
+                   {{"shape", shape}, {"low", low}, {"high", high}, {"seed", seed < 0 ? int64_t{-1} : seed}, {"dtype", dtype}},
+                   loc);
+}
+
+Tensor uniform_like(const Tensor& like, double low, double high, int64_t seed, DType dtype, const SourceLocation& loc) {
+  if (like.shape().is_fully_defined()) return uniform(like.shape(), low, high, seed, dtype, loc);
+  static const OpDef& op = op_def("RandomUniform");
+  return dispatch1(op, {like}, {{"low", low}, {"high", high}, {"seed", seed < 0 ? int64_t{-1} : seed}, {"dtype", dtype}},
                    loc);
 }
 

@@ -19,5 +19,8 @@ Tensor normal(const Shape& shape, double mean = 0.0, double stddev = 1.0, int64_
               const SourceLocation& loc = SourceLocation::current());
 Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, int64_t seed = -1, DType dtype = float32,
                const SourceLocation& loc = SourceLocation::current());
+// Uniform numbers in the shape `like` has when the op runs (for graphs traced with unknown dims).
+Tensor uniform_like(const Tensor& like, double low = 0.0, double high = 1.0, int64_t seed = -1, DType dtype = float32,
+                    const SourceLocation& loc = SourceLocation::current());
 
 }  // namespace weft::random

@@ -5,6 +5,7 @@
 #include "kernels/philox.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/random_seed.h"
 
 namespace weft::cpu {
 
@@ -14,7 +15,7 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 template <class T>
 void generate(KernelContext& ctx, bool normal) {
-  const Philox4x32 gen(static_cast<uint64_t>(ctx.attrs.get<int64_t>("seed")));
+  const Philox4x32 gen(static_cast<uint64_t>(resolve_seed(ctx.attrs.get<int64_t>("seed"))));
   const double a = ctx.attrs.get<double>(normal ? "mean" : "low");
   const double b = ctx.attrs.get<double>(normal ? "stddev" : "high");
   T* out = static_cast<T*>(ctx.output(0).raw_data());

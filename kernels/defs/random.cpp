@@ -9,10 +9,14 @@ namespace weft::defs {
 
 namespace {
 
+// The shape is the "shape" attribute, or, with an input, that input's shape at run time (the
+// form a graph traced with unknown dims needs, e.g. a dropout mask over an unknown batch).
 void infer_random(InferContext& ctx) {
-  const Shape& shape = ctx.attrs().get<Shape>("shape");
+  const bool like = ctx.num_inputs() == 1;
+  if (!like && !ctx.attrs().find("shape")) ctx.fail("needs a shape attribute or an input to take the shape of");
+  const Shape shape = like ? ctx.input_shape(0) : ctx.attrs().get<Shape>("shape");
   for (int64_t d : shape)
-    if (d < 0) ctx.fail("shape " + shape.to_string() + " has a negative dimension");
+    if (d < (like ? -1 : 0)) ctx.fail("shape " + shape.to_string() + " has a negative dimension");
   DType dtype = ctx.attrs().get<DType>("dtype");
   if (dtype != DType::Float32 && dtype != DType::Float64)
     ctx.fail("dtype " + std::string(dtype_name(dtype)) + " is not supported (supported: float32, float64)");
@@ -30,12 +34,12 @@ void infer_random(InferContext& ctx) {
 
 void register_random_defs() {
   // Stateful: two unseeded draws must not be merged or folded into one constant.
-  op_registry().add({.name = "RandomNormal", .display = "random::normal", .min_inputs = 0, .max_inputs = 0,
-                     .attrs = {{"shape", AttrType::Shape}, {"mean", AttrType::Float}, {"stddev", AttrType::Float},
+  op_registry().add({.name = "RandomNormal", .display = "random::normal", .min_inputs = 0, .max_inputs = 1,
+                     .attrs = {{"shape", AttrType::Shape, false}, {"mean", AttrType::Float}, {"stddev", AttrType::Float},
                                {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
                      .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
-  op_registry().add({.name = "RandomUniform", .display = "random::uniform", .min_inputs = 0, .max_inputs = 0,
-                     .attrs = {{"shape", AttrType::Shape}, {"low", AttrType::Float}, {"high", AttrType::Float},
+  op_registry().add({.name = "RandomUniform", .display = "random::uniform", .min_inputs = 0, .max_inputs = 1,
+                     .attrs = {{"shape", AttrType::Shape, false}, {"low", AttrType::Float}, {"high", AttrType::Float},
                                {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
                      .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
 }

@@ -240,3 +240,34 @@ TEST(Function, FrequentRetracingWarnsOnceNamingTheCause) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(FunctionRandom, UnseededOpsDrawNewNumbersOnEveryCallSeededOnesRepeat) {
+  auto unseeded = function([](Tensor x) { return x + random::uniform({4}); });
+  auto seeded = function([](Tensor x) { return x + random::uniform({4}, 0, 1, /*seed=*/5); });
+  Tensor x = zeros({4});
+  EXPECT_NE(unseeded(x).to_vector<float>(), unseeded(x).to_vector<float>());
+  EXPECT_EQ(seeded(x).to_vector<float>(), seeded(x).to_vector<float>());
+  EXPECT_EQ(seeded(x).to_vector<float>(), random::uniform({4}, 0, 1, 5).to_vector<float>());  // same as eager
+}
+
+TEST(FunctionRandom, DropoutOverAnUnknownBatch) {
+  nn::Dropout drop(0.5);
+  auto f = function([&](Tensor x) { return drop(x, /*training=*/true); }, {.relax_shapes = true});
+  for (int64_t batch : {2, 3, 9}) {
+    Tensor out = f(ones({batch, 64}));
+    EXPECT_EQ(out.shape(), (Shape{batch, 64}));
+    int zeros_seen = 0;
+    for (float v : out.to_vector<float>()) {
+      EXPECT_TRUE(v == 0.f || v == 2.f) << v;
+      zeros_seen += v == 0.f;
+    }
+    EXPECT_GT(zeros_seen, 0);
+  }
+  EXPECT_LE(f.tracing_count(), 2);
+}
+
+}  // namespace
+}  // namespace weft
