@@ -35,8 +35,15 @@ Session::~Session() = default;
 void Session::initialize_variables() {
   if (initialized_) return;
   const GraphIR& g = graph_.ir();
-  if (!g.initializers.empty()) {
-    Executor init(std::make_shared<const GraphIR>(g.clone()), {.targets = g.initializers});
+  // A variable that already has a value (restored from a checkpoint, or assigned eagerly) keeps
+  // it: only the others run their initialisers.
+  std::vector<int32_t> pending;
+  for (int32_t id : g.initializers) {
+    auto it = g.variables.find(g.node(id).attrs.get<std::string>("var"));
+    if (it == g.variables.end() || !it->second->value.defined()) pending.push_back(id);
+  }
+  if (!pending.empty()) {
+    Executor init(std::make_shared<const GraphIR>(g.clone()), {.targets = pending});
     init.run({});
   }
   initialized_ = true;
