@@ -168,5 +168,28 @@ TEST(ControlFlowGradients, SecondOrderThroughCond) {
   EXPECT_NEAR(traced(constant(-2.0)).item<double>(), -2.0, 1e-12);
 }
 
+TEST(ControlFlowGradients, SecondOrderThroughALoop) {
+  // x^4 by squaring twice: the While gradient is itself made of While and If nodes, and those are
+  // differentiated again.
+  auto f = [](const Tensor& x) {
+    return while_loop([](const std::vector<Tensor>& v) { return v[0] < 2; },
+                      [](const std::vector<Tensor>& v) -> std::vector<Tensor> { return {v[0] + 1, v[1] * v[1]}; },
+                      {constant(0), x})[1];
+  };
+  auto traced = function([&](Tensor x) {
+    GradientTape outer;
+    outer.watch(x);
+    GradientTape inner;
+    inner.watch(x);
+    Tensor dy = inner.gradient(f(x), x);
+    return std::vector<Tensor>{dy, outer.gradient(dy, x)};
+  });
+  for (double x : {0.5, -1.5}) {
+    std::vector<Tensor> got = traced(constant(x));
+    EXPECT_NEAR(got[0].item<double>(), 4 * x * x * x, 1e-12);
+    EXPECT_NEAR(got[1].item<double>(), 12 * x * x, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace weft
