@@ -64,7 +64,9 @@ Endpoint GraphBuilder::endpoint_of(const Tensor& t, const std::source_location& 
     auto key = std::make_pair(ref->graph.get(), std::make_pair(ref->node_id, ref->output));
     if (auto it = captured_args_.find(key); it != captured_args_.end()) return {it->second, 0};
     Endpoint in_parent = parent_->endpoint_of(t, where);
-    Tensor outer_tensor = parent_->symbolic(in_parent);
+    // The caller's own handle where it belongs to the parent: tapes know tensors by handle, and
+    // the If/While node taking it as an input must be recognised as reading it.
+    Tensor outer_tensor = ref->graph.get() == parent_->graph_.get() ? t : parent_->symbolic(in_parent);
     Tensor arg = placeholder(t.dtype(), t.shape(), "capture", where);
     int32_t id = static_cast<int32_t>(arg.symbolic_ref()->node_id);
     captures_.push_back({outer_tensor, id});
@@ -98,7 +100,19 @@ std::vector<Tensor> GraphBuilder::record(const OpDef& op, std::span<const Tensor
   std::vector<TensorMeta> outs;
   for (int i = 0; i < inferred.num_outputs(); ++i) outs.push_back(inferred.output(i));
   Node& n = add(op, std::move(ins), std::move(kept), std::move(outs), name, where);
-  if (op.has(kSideEffect)) order_side_effect(n);
+  if (op.has(kSideEffect)) {
+    order_side_effect(n);
+  } else {
+    // A control-flow node: ordered by what its subgraphs do.
+    Effects effects;
+    bool has_subgraphs = false;
+    for (const auto& [k, v] : n.attrs)
+      if (const GraphAttr* g = std::get_if<GraphAttr>(&v); g && *g) {
+        effects.merge(effects_of(**g));
+        has_subgraphs = true;
+      }
+    if (has_subgraphs) order_control_flow(n, effects);
+  }
   std::vector<Tensor> result;
   result.reserve(n.outputs.size());
   for (size_t i = 0; i < n.outputs.size(); ++i) result.push_back(symbolic({n.id, static_cast<int32_t>(i)}));
@@ -141,6 +155,65 @@ void GraphBuilder::order_side_effect(Node& n) {
   side_effects_.push_back(n.id);
 }
 
+void GraphBuilder::Effects::merge(const Effects& o) {
+  for (const auto& [state, e] : o.variables) {
+    VariableEffect& mine = variables[state];
+    mine.var = e.var;
+    mine.written |= e.written;
+  }
+  other_side_effects |= o.other_side_effects;
+}
+
+GraphBuilder::Effects GraphBuilder::effects_of(const GraphIR& g) {
+  Effects fx;
+  for (int32_t id : g.node_ids()) {
+    const Node& n = g.node(id);
+    if (const AttrValue* key = n.attrs.find("var"); key && std::holds_alternative<std::string>(*key)) {
+      // Variable access nodes name their variable; those with a side effect write it.
+      auto it = g.variables.find(std::get<std::string>(*key));
+      if (it != g.variables.end()) {
+        VariableEffect& e = fx.variables[it->second.get()];
+        e.var = it->second;
+        e.written |= n.op->has(kSideEffect);
+      }
+    } else if (n.op->has(kSideEffect)) {
+      fx.other_side_effects = true;
+    }
+    for (const auto& [k, v] : n.attrs)
+      if (const GraphAttr* sub = std::get_if<GraphAttr>(&v); sub && *sub) fx.merge(effects_of(**sub));
+  }
+  return fx;
+}
+
+void GraphBuilder::order_control_flow(Node& n, const Effects& effects) {
+  // Like a read of every variable its subgraphs read and a write of every one they write, so the
+  // node sees the writes before it and the accesses after it see its writes.
+  bool side_effect = effects.other_side_effects;
+  for (const auto& [state, e] : effects.variables) {
+    variable_key(e.var);  // the graph lists every variable it touches, nested ones included
+    VariableAccess& acc = accesses_[state];
+    if (acc.last_write >= 0) graph_->add_control_input(n.id, acc.last_write);
+    if (e.written) {
+      for (int32_t r : acc.reads_since_write) graph_->add_control_input(n.id, r);
+      acc.reads_since_write.clear();
+      acc.last_write = n.id;
+      side_effect = true;
+    } else {
+      acc.reads_since_write.push_back(n.id);
+    }
+  }
+  if (effects.other_side_effects) {
+    if (last_side_effect_ >= 0) graph_->add_control_input(n.id, last_side_effect_);
+    last_side_effect_ = n.id;
+  }
+  if (side_effect) side_effects_.push_back(n.id);
+}
+
+void GraphBuilder::hoist_variable_reads(std::set<const VariableState*> except) {
+  hoist_reads_ = parent_ != nullptr;
+  hoist_except_ = std::move(except);
+}
+
 std::string GraphBuilder::variable_key(const std::shared_ptr<VariableState>& var) {
   auto it = variable_keys_.find(var.get());
   if (it != variable_keys_.end()) return it->second;
@@ -167,6 +240,15 @@ Tensor GraphBuilder::read_variable(const std::shared_ptr<VariableState>& var, bo
                                    const std::optional<std::source_location>& where) {
   static const OpDef& read = op_def("ReadVariable");
   static const OpDef& read_for_update = op_def("ReadVariableForUpdate");
+  if (hoist_reads_ && !for_update && !hoist_except_.contains(var.get())) {
+    // Reading before the If/While node is the same as reading at the start of its subgraph as
+    // long as this subgraph has not written the variable yet.
+    auto it = accesses_.find(var.get());
+    if (it == accesses_.end() || it->second.last_write < 0) {
+      hoisted_.insert(var.get());
+      return parent_->read_variable(var, false, where);
+    }
+  }
   const std::string key = variable_key(var);
   Node& n = add(for_update ? read_for_update : read, {}, {{"var", key}, {"dtype", var->dtype}, {"shape", var->shape}},
                 {{var->dtype, var->shape}}, for_update ? "ReadVariableForUpdate" : "ReadVariable",

@@ -10,10 +10,13 @@
 //   Tensor y = relu(x);                 // a node of g; y is symbolic
 //
 // Builders nest (the branches of cond, the body of while_loop): a tensor of an enclosing graph
-// used inside a nested one is captured as an extra argument of the nested graph.
+// used inside a nested one is captured as an extra argument of the nested graph. A node holding
+// subgraphs (If, While) is ordered in its graph like the variable accesses and side effects its
+// subgraphs contain.
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <source_location>
@@ -68,6 +71,27 @@ class GraphBuilder final : public OpRecorder {
   };
   const std::vector<Capture>& captures() const { return captures_; }
 
+  // For nested builders: a read of a variable this graph has not written yet is made in the
+  // enclosing graph instead and captured, so it becomes an input of the If/While node and a tape
+  // can differentiate through it to the variable. Variables in `except` are read here all the
+  // same (a loop that writes a variable must read each iteration's value).
+  void hoist_variable_reads(std::set<const VariableState*> except = {});
+  // The variables whose reads went to the enclosing graph.
+  const std::set<const VariableState*>& hoisted_reads() const { return hoisted_; }
+
+  // The variables a graph and the subgraphs of its nodes read and write, and whether it has
+  // other side effects (print).
+  struct VariableEffect {
+    std::shared_ptr<VariableState> var;
+    bool written = false;
+  };
+  struct Effects {
+    std::map<const VariableState*, VariableEffect> variables;
+    bool other_side_effects = false;
+    void merge(const Effects& o);
+  };
+  static Effects effects_of(const GraphIR& g);
+
  private:
   struct VariableAccess {
     int32_t last_write = -1;
@@ -79,6 +103,7 @@ class GraphBuilder final : public OpRecorder {
   Node& add(const OpDef& op, std::vector<Endpoint> inputs, Attrs attrs, std::vector<TensorMeta> outputs,
             std::string_view name, const std::source_location& where);
   void order_side_effect(Node& n);
+  void order_control_flow(Node& n, const Effects& effects);
   Tensor lift(const Tensor& initial, const std::string& var_name);
 
   std::shared_ptr<GraphIR> graph_;
@@ -91,6 +116,9 @@ class GraphBuilder final : public OpRecorder {
   int32_t last_side_effect_ = -1;  // print and friends, chained in program order
   std::vector<Capture> captures_;
   std::map<std::pair<const void*, std::pair<int64_t, int32_t>>, int32_t> captured_args_;
+  bool hoist_reads_ = false;
+  std::set<const VariableState*> hoist_except_;
+  std::set<const VariableState*> hoisted_;
   bool variable_creation_allowed_ = true;
   std::string variable_creation_refusal_;
 };

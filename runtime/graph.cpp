@@ -17,6 +17,19 @@ std::string Node::describe() const {
   return s;
 }
 
+bool has_side_effect(const Node& n) {
+  if (n.op->has(kSideEffect)) return true;
+  for (const auto& [name, value] : n.attrs)
+    if (const GraphAttr* g = std::get_if<GraphAttr>(&value); g && *g && has_side_effect(**g)) return true;
+  return false;
+}
+
+bool has_side_effect(const GraphIR& g) {
+  for (int32_t id : g.node_ids())
+    if (has_side_effect(g.node(id))) return true;
+  return false;
+}
+
 GraphIR::GraphIR(const GraphIR& o)
     : args(o.args), results(o.results), variables(o.variables), initializers(o.initializers),
       by_name_(o.by_name_), live_(o.live_) {

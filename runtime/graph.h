@@ -61,6 +61,13 @@ struct Node {
   std::string describe() const;
 };
 
+// Whether running the node changes something outside its outputs: its op has kSideEffect, or it
+// is a control-flow node (If, While) one of whose subgraphs holds such a node. Executors make
+// these nodes targets and tracing keeps them in program order.
+bool has_side_effect(const Node& n);
+// Whether any node of `g` has a side effect (see above).
+bool has_side_effect(const GraphIR& g);
+
 class GraphIR {
  public:
   GraphIR() = default;

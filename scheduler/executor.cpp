@@ -215,8 +215,9 @@ std::unique_ptr<Executor> Executor::for_function(std::shared_ptr<const GraphIR> 
   ExecutorSpec spec;
   for (int32_t a : body->args) spec.feeds.push_back({a, 0});
   spec.fetches = body->results;
+  // A nested If or While whose branch prints or assigns must run even if its outputs are unused.
   for (int32_t id : body->node_ids())
-    if (body->node(id).op->has(kSideEffect)) spec.targets.push_back(id);
+    if (has_side_effect(body->node(id))) spec.targets.push_back(id);
   return std::make_unique<Executor>(std::move(body), std::move(spec));
 }
 

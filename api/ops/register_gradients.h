@@ -10,4 +10,5 @@ void register_reduce_gradients();
 void register_nn_gradients();
 void register_loss_gradients();
 void register_broadcast_gradients();
+void register_control_flow_gradients();
 }  // namespace weft

@@ -5,6 +5,7 @@
 //   std::cout << x + 1 << "\n";   // Tensor([2 3 4], shape=(3,), dtype=float32)
 #pragma once
 
+#include "api/control_flow.h"
 #include "api/devices.h"
 #include "api/data/dataset.h"
 #include "api/data/idx.h"
