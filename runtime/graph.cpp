@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
+#include <queue>
 
 namespace weft {
 
@@ -128,17 +130,19 @@ std::vector<int32_t> GraphIR::topological_order() const {
       out[static_cast<size_t>(c)].push_back(n->id);
     }
   }
-  std::vector<int32_t> order, ready;
+  // A min-heap of ready ids: the earliest-created ready node always goes next. (A stack would
+  // run the nodes one producer releases in reverse creation order.)
+  std::vector<int32_t> order;
+  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>> ready;
   order.reserve(static_cast<size_t>(live_));
   for (const auto& n : nodes_)
-    if (n && pending[static_cast<size_t>(n->id)] == 0) ready.push_back(n->id);
-  std::reverse(ready.begin(), ready.end());
+    if (n && pending[static_cast<size_t>(n->id)] == 0) ready.push(n->id);
   while (!ready.empty()) {
-    int32_t id = ready.back();
-    ready.pop_back();
+    int32_t id = ready.top();
+    ready.pop();
     order.push_back(id);
     for (int32_t c : out[static_cast<size_t>(id)])
-      if (--pending[static_cast<size_t>(c)] == 0) ready.push_back(c);
+      if (--pending[static_cast<size_t>(c)] == 0) ready.push(c);
   }
   if (static_cast<int>(order.size()) != live_) {
     for (const auto& n : nodes_)

@@ -14,7 +14,9 @@ struct OptimizeOptions {
   bool fusion = true;
 };
 
-// `keep_values`/`keep_nodes` as for prune (the graph's results are always kept).
+// `keep_values`/`keep_nodes` as for prune (the graph's results are always kept). Folding and CSE
+// may replace the producer of a kept value, leaving the caller's endpoint stale: a caller that
+// fetches by endpoint afterwards puts the values in g.results, which the passes rewrite.
 void optimize(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int32_t> keep_nodes = {},
               const OptimizeOptions& options = {});
 

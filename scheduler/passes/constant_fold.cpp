@@ -1,0 +1,126 @@
+#include "scheduler/passes/constant_fold.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft {
+
+namespace {
+
+bool is_const(const GraphIR& g, int32_t id) { return g.node(id).type() == "Const"; }
+
+// Whether the node may be replaced by its value: a pure function of constant inputs.
+bool foldable(const GraphIR& g, const Node& n) {
+  const OpDef& op = *n.op;
+  // Stateful ops give another value on each run (random, reads); side effects must happen at run
+  // time. A node without inputs (Const itself, Fill from attributes) gains nothing from folding.
+  if (op.has(kStateful) || op.has(kSideEffect) || n.inputs.empty() || n.outputs.empty()) return false;
+  for (const Endpoint& e : n.inputs)
+    if (!is_const(g, e.node)) return false;
+  // A control input orders the node after something that may change state; only waiting on a
+  // constant is meaningless and can be dropped.
+  for (int32_t c : n.control_inputs)
+    if (!is_const(g, c)) return false;
+  return true;
+}
+
+size_t bytes_of(const TensorMeta& m) {
+  const int64_t elements = m.shape.num_elements();
+  return elements < 0 ? 0 : static_cast<size_t>(elements) * dtype_size(m.dtype);
+}
+
+// Runs the node's CPU kernel on its constant inputs, as eager dispatch would; nullopt when the
+// node cannot be evaluated here or its kernel fails. A failure is not an error of the pass: the
+// node stays, so the error is raised at run time naming the node, as without folding.
+std::optional<std::vector<Tensor>> evaluate(const GraphIR& g, const Node& n) {
+  const OpDef& op = *n.op;
+  std::vector<Tensor> inputs;
+  inputs.reserve(n.inputs.size());
+  for (const Endpoint& e : n.inputs) inputs.push_back(g.node(e.node).attrs.get<Tensor>("value"));
+  const DType kernel_dtype = op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(inputs.size())
+                                 ? inputs[static_cast<size_t>(op.kernel_dtype_input)].dtype()
+                                 : n.outputs[0].dtype;
+  KernelFn fn = op.kernel(DeviceType::CPU, kernel_dtype);
+  if (!fn && !op.has(kForwardsInput)) return std::nullopt;
+  // A constant placed on a GPU would need a copy to the host first; such graphs are rare enough
+  // that folding them is not worth the transfer here.
+  for (const Tensor& t : inputs)
+    if (t.is_symbolic() || !t.device_ptr() || t.device_ptr()->type() != DeviceType::CPU) return std::nullopt;
+
+  std::vector<Tensor> outputs(n.outputs.size());
+  try {
+    // Inference on the concrete inputs gives exact shapes and validates what the kernel assumes.
+    InferContext ic(op, inputs, n.attrs);
+    op.infer(ic);
+    if (ic.num_outputs() != static_cast<int>(outputs.size())) return std::nullopt;
+    Device* dev = cpu_device();
+    if (!op.has(kSetsOutputs)) {
+      for (int i = 0; i < ic.num_outputs(); ++i) {
+        const TensorMeta& m = ic.output(i);
+        if (i == 0 && op.has(kForwardsInput)) outputs[0] = inputs[0].view(m.shape);
+        else outputs[static_cast<size_t>(i)] = Tensor::empty(m.dtype, m.shape, dev);
+      }
+    }
+    if (fn) {
+      // No RunContext: an op that needs one (a subgraph call) fails here and is left unfolded.
+      KernelContext kc{op, inputs, outputs, n.attrs, *dev, nullptr};
+      fn(kc);
+    }
+  } catch (...) {
+    return std::nullopt;
+  }
+  // The readers were built against the declared metas: a value that contradicts them (an infer
+  // function out of step with its kernel) must not be swapped in.
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    const TensorMeta& declared = n.outputs[i];
+    if (!t.defined() || t.is_symbolic() || t.dtype() != declared.dtype || t.rank() != declared.shape.rank())
+      return std::nullopt;
+    for (int64_t d = 0; d < t.rank(); ++d)
+      if (declared.shape[d] >= 0 && declared.shape[d] != t.shape()[d]) return std::nullopt;
+  }
+  return outputs;
+}
+
+}  // namespace
+
+int constant_fold(GraphIR& g, size_t max_bytes) {
+  const OpDef& const_op = op_registry().get("Const");
+  int folded = 0;
+  for (int32_t id : g.topological_order()) {
+    const Node& n = g.node(id);
+    if (!foldable(g, n)) continue;
+    // Skip before computing when the declared shapes already say the result is too big.
+    bool too_big = false;
+    for (const TensorMeta& m : n.outputs) too_big |= bytes_of(m) > max_bytes;
+    if (too_big) continue;
+    std::optional<std::vector<Tensor>> values = evaluate(g, n);
+    if (!values) continue;
+    for (const Tensor& t : *values) too_big |= t.nbytes() > max_bytes;
+    if (too_big) continue;
+
+    // Saved before removing the node, so that the first constant can take its name (names are
+    // what users fetch and what errors show). Control edges from the node are dropped with it:
+    // waiting for a pure function of constants orders nothing.
+    const std::string name = n.name;
+    const SourceLoc loc = n.loc;
+    const std::string requested = n.requested_device;
+    const std::string assigned = n.assigned_device;
+    g.remove_node(id);
+    for (size_t i = 0; i < values->size(); ++i) {
+      const Tensor& v = (*values)[i];
+      Node& c = g.add_node(const_op, {}, {{"value", v}}, {{v.dtype(), v.shape()}}, name, loc);
+      c.requested_device = requested;
+      c.assigned_device = assigned;
+      g.replace_uses({id, static_cast<int32_t>(i)}, {c.id, 0});
+    }
+    ++folded;
+  }
+  return folded;
+}
+
+}  // namespace weft

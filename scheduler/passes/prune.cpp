@@ -1,0 +1,48 @@
+#include "scheduler/passes/prune.h"
+
+#include <string>
+#include <vector>
+
+namespace weft {
+
+int prune(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int32_t> keep_nodes) {
+  std::vector<char> kept(static_cast<size_t>(g.id_bound()), 0);
+  std::vector<int32_t> stack;
+  auto keep = [&](int32_t id) {
+    if (!g.alive(id))
+      throw InvalidArgument("[prune] asked to keep node " + std::to_string(id) + ", which is not in the graph");
+    if (!kept[static_cast<size_t>(id)]) {
+      kept[static_cast<size_t>(id)] = 1;
+      stack.push_back(id);
+    }
+  };
+
+  for (const Endpoint& e : keep_values) keep(e.node);
+  for (const Endpoint& e : g.results) keep(e.node);
+  for (int32_t id : keep_nodes) keep(id);
+  // Args stay even when unused: they are the function's signature, fed by position.
+  for (int32_t id : g.args) keep(id);
+  // Initialisers are run by the Session on its own, never through a fetch.
+  for (int32_t id : g.initializers) keep(id);
+  for (int32_t id : g.node_ids())
+    if (g.node(id).op->has(kSideEffect)) keep(id);
+
+  // Everything a kept node reads or waits for is kept too, so no kept node is left reading a
+  // removed one.
+  while (!stack.empty()) {
+    const Node& n = g.node(stack.back());
+    stack.pop_back();
+    for (const Endpoint& e : n.inputs) keep(e.node);
+    for (int32_t c : n.control_inputs) keep(c);
+  }
+
+  int removed = 0;
+  for (int32_t id : g.node_ids()) {
+    if (kept[static_cast<size_t>(id)]) continue;
+    g.remove_node(id);
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace weft
