@@ -20,6 +20,7 @@ void register_broadcast_defs();
 void register_scatter_defs();
 void register_pad_defs();
 void register_graph_defs();
+void register_fused_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -37,6 +38,7 @@ void register_broadcast_kernels();
 void register_scatter_kernels();
 void register_pad_kernels();
 void register_graph_kernels();
+void register_fused_kernels();
 }  // namespace cpu
 
 namespace cuda {
