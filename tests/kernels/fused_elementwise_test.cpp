@@ -76,7 +76,8 @@ void expect_same(const std::vector<T>& got, const std::vector<T>& want, const st
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(got[i]) && std::isnan(want[i])) continue;
-    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(T)), 0) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(T)), 0)
+        << what << " at " << i << ": " << got[i] << " vs " << want[i];
   }
 }
 
@@ -115,7 +116,8 @@ void check_every_opcode(int64_t n) {
     Tensor got = binary ? run("FusedElementwise", {x, y}, program({op, 2, 0, 1}, 3, 2))
                         : run("FusedElementwise", {x}, program({op, 1, 0, -1}, 2, 1));
     Tensor unfused = binary ? run(info.op, {x, y}, {}) : run(info.op, {x}, {});
-    const std::string what = std::string(info.op) + " " + std::string(dtype_name(dtype_v<T>)) + " n=" + std::to_string(n);
+    const std::string what =
+        std::string(info.op) + " " + std::string(dtype_name(dtype_v<T>)) + " n=" + std::to_string(n);
     expect_same(got.to_vector<T>(), unfused.to_vector<T>(), what + " vs its kernel");
     std::vector<T> want(static_cast<size_t>(n));
     for (size_t i = 0; i < want.size(); ++i) want[i] = reference<T>(op, xv[i], binary ? yv[i] : T(0));

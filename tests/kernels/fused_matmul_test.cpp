@@ -82,9 +82,10 @@ void check(const Case& c) {
   if (c.act == "sigmoid") unfused = run("Sigmoid", {unfused}, {});
   if (c.act == "tanh") unfused = run("Tanh", {unfused}, {});
   const auto uv = unfused.to_vector<T>();
-  for (size_t i = 0; i < uv.size(); ++i)
-    ASSERT_NEAR(static_cast<double>(gv[i]), static_cast<double>(uv[i]), tol * (1 + std::abs(static_cast<double>(uv[i]))))
-        << what << " vs unfused at " << i;
+  for (size_t i = 0; i < uv.size(); ++i) {
+    const double want = static_cast<double>(uv[i]);
+    ASSERT_NEAR(static_cast<double>(gv[i]), want, tol * (1 + std::abs(want))) << what << " vs unfused at " << i;
+  }
 }
 
 TEST(FusedMatMul, EveryActivationAndTransposeFloat32) {
