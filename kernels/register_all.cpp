@@ -29,6 +29,7 @@ void register_builtin_ops() {
     defs::register_pad_defs();
     defs::register_graph_defs();
     defs::register_control_flow_defs();
+    defs::register_fused_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -45,6 +46,7 @@ void register_builtin_ops() {
     cpu::register_pad_kernels();
     cpu::register_graph_kernels();
     cpu::register_control_flow_kernels();
+    cpu::register_fused_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -21,6 +21,7 @@ void register_scatter_defs();
 void register_pad_defs();
 void register_graph_defs();
 void register_control_flow_defs();
+void register_fused_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -39,6 +40,7 @@ void register_scatter_kernels();
 void register_pad_kernels();
 void register_graph_kernels();
 void register_control_flow_kernels();
+void register_fused_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -1,2 +1,309 @@
 #include "scheduler/passes/fuse_elementwise.h"
-namespace weft { int fuse_elementwise(GraphIR&) { return 0; } }
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <queue>
+#include <set>
+#include <string>
+
+#include "kernels/defs/fused.h"
+#include "runtime/device_name.h"
+
+namespace weft {
+
+namespace {
+
+// Members of a group beyond this stop growing it: keeps programs within the kernel's registers.
+constexpr size_t kMaxGroup = 64;
+
+bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+// Fused ops have CPU kernels only: nodes meant for a GPU are left as they are.
+bool cpu_or_unplaced(const Node& n) {
+  for (const std::string* d : {&n.requested_device, &n.assigned_device}) {
+    if (d->empty()) continue;
+    try {
+      DeviceSpec spec = DeviceSpec::parse(*d);
+      if (spec.type && *spec.type != DeviceType::CPU) return false;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// What the pass needs to know about the graph as it was before any rewrite of this round.
+struct Facts {
+  std::vector<int32_t> pos;  // by id: position in a topological order
+  std::vector<std::vector<GraphIR::Use>> uses;
+  std::vector<std::vector<int32_t>> control_dependents;
+  std::vector<char> is_result, is_initializer, on_cpu;
+
+  explicit Facts(const GraphIR& g) {
+    const size_t ids = static_cast<size_t>(g.id_bound());
+    pos.assign(ids, -1);
+    const std::vector<int32_t> order = g.topological_order();
+    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
+    uses = g.consumers();
+    control_dependents.assign(ids, {});
+    is_result.assign(ids, 0);
+    is_initializer.assign(ids, 0);
+    on_cpu.assign(ids, 0);
+    for (int32_t id : order) {
+      const Node& n = g.node(id);
+      for (int32_t c : n.control_inputs) control_dependents[static_cast<size_t>(c)].push_back(id);
+      on_cpu[static_cast<size_t>(id)] = cpu_or_unplaced(n);
+    }
+    for (const Endpoint& e : g.results) is_result[static_cast<size_t>(e.node)] = 1;
+    for (int32_t id : g.initializers) is_initializer[static_cast<size_t>(id)] = 1;
+  }
+};
+
+// Whether `p` may vanish into a group whose last node is `root`: nothing outside the group reads
+// it, and nothing that must run after it (a control dependent) can be upstream of the group.
+bool can_absorb(const GraphIR& g, const Facts& f, int32_t p, int32_t root, const std::set<int32_t>& group) {
+  const size_t i = static_cast<size_t>(p);
+  if (f.is_result[i] || f.is_initializer[i] || !f.on_cpu[i] || f.uses[i].empty()) return false;
+  for (const GraphIR::Use& u : f.uses[i])
+    if (!group.contains(u.node)) return false;
+  // A control dependent after the root in topological order cannot feed the group.
+  for (int32_t d : f.control_dependents[i])
+    if (!group.contains(d) && f.pos[static_cast<size_t>(d)] < f.pos[static_cast<size_t>(root)]) return false;
+  const Node& n = g.node(p);
+  const Node& r = g.node(root);
+  return n.requested_device == r.requested_device && n.assigned_device == r.assigned_device;
+}
+
+// The opcode of an elementwise node FusedElementwise can take over, or -1.
+int fusable_opcode(const GraphIR& g, const Node& n) {
+  const OpDef& op = *n.op;
+  if (!op.has(kElementwise) || op.has(kStateful) || op.has(kSideEffect) || op.has(kForwardsInput)) return -1;
+  const int code = fused::opcode_for(op.name);
+  if (code < 0 || n.outputs.size() != 1 || !is_float(n.outputs[0].dtype)) return -1;
+  if (static_cast<int>(n.inputs.size()) != fused::kOpcodes[code].arity) return -1;
+  for (const Endpoint& e : n.inputs)
+    if (g.meta(e).dtype != n.outputs[0].dtype) return -1;
+  return code;
+}
+
+// Replaces `members` (the last one is the root) with one node of `op`, keeping the root's name,
+// source line and devices, the members' control inputs from outside and the control edges into
+// the members from outside.
+void replace_group(GraphIR& g, const std::vector<int32_t>& members, const OpDef& op, std::vector<Endpoint> inputs,
+                   Attrs attrs) {
+  const std::set<int32_t> in_group(members.begin(), members.end());
+  const Node& root = g.node(members.back());
+  const std::string name = root.name;
+  const SourceLoc loc = root.loc;
+  const std::vector<TensorMeta> outputs = root.outputs;
+  const std::string requested = root.requested_device, assigned = root.assigned_device;
+  std::vector<int32_t> control_inputs;
+  for (int32_t m : members)
+    for (int32_t c : g.node(m).control_inputs)
+      if (!in_group.contains(c) && std::find(control_inputs.begin(), control_inputs.end(), c) == control_inputs.end())
+        control_inputs.push_back(c);
+  std::vector<int32_t> control_dependents;
+  for (int32_t id : g.node_ids()) {
+    if (in_group.contains(id)) continue;
+    for (int32_t c : g.node(id).control_inputs)
+      if (in_group.contains(c)) {
+        control_dependents.push_back(id);
+        break;
+      }
+  }
+  const Endpoint old_out{members.back(), 0};
+  for (int32_t m : members) g.remove_node(m);  // frees the root's name for the fused node
+  Node& fused = g.add_node(op, std::move(inputs), std::move(attrs), outputs, name, loc);
+  fused.requested_device = requested;
+  fused.assigned_device = assigned;
+  fused.control_inputs = std::move(control_inputs);
+  const int32_t id = fused.id;
+  g.replace_uses(old_out, {id, 0});
+  for (int32_t d : control_dependents) g.add_control_input(d, id);
+}
+
+// ---- MatMul + bias (+ activation) -> FusedMatMul ----
+
+struct DensePattern {
+  int32_t matmul, add, activation;  // activation -1 when absent
+};
+
+// The single reader of `id`'s only output, when exactly one slot of one node reads it and it
+// is not a result.
+int32_t sole_reader(const Facts& f, int32_t id) {
+  const auto& u = f.uses[static_cast<size_t>(id)];
+  return u.size() == 1 && !f.is_result[static_cast<size_t>(id)] ? u[0].node : -1;
+}
+
+std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) {
+  std::vector<DensePattern> found;
+  for (int32_t id : g.node_ids()) {
+    const Node& mm = g.node(id);
+    if (mm.type() != "MatMul" || mm.outputs.size() != 1) continue;
+    const TensorMeta& out = mm.outputs[0];
+    if (!is_float(out.dtype) || out.shape.rank() != 2 || out.shape[1] < 0) continue;
+    const int32_t add = sole_reader(f, id);
+    if (add < 0 || g.node(add).type() != "Add") continue;
+    const Node& a = g.node(add);
+    const Endpoint bias = a.inputs[0].node == id ? a.inputs[1] : a.inputs[0];
+    if (bias.node == id || g.meta(bias).dtype != out.dtype || g.meta(bias).shape != Shape{out.shape[1]}) continue;
+    int32_t root = add;
+    const int32_t act = sole_reader(f, add);
+    if (act >= 0) {
+      const Node& t = g.node(act);
+      const std::set<int32_t> with_act{id, add, act};
+      if ((t.type() == "Relu" || t.type() == "Sigmoid" || t.type() == "Tanh") && t.outputs[0].dtype == out.dtype &&
+          can_absorb(g, f, add, act, with_act) && can_absorb(g, f, id, act, with_act))
+        root = act;
+    }
+    if (root == add && !can_absorb(g, f, id, add, {id, add})) continue;
+    if (!f.on_cpu[static_cast<size_t>(root)] || f.is_initializer[static_cast<size_t>(root)]) continue;
+    found.push_back({id, add, root == act ? act : -1});
+  }
+  return found;
+}
+
+int fuse_dense(GraphIR& g) {
+  const Facts f(g);
+  const std::vector<DensePattern> patterns = find_dense_patterns(g, f);
+  static const OpDef& fused_matmul = op_registry().get("FusedMatMul");
+  int removed = 0;
+  for (const DensePattern& p : patterns) {
+    // Inputs are read now, not when found: an earlier rewrite may have replaced a producer.
+    const Node& mm = g.node(p.matmul);
+    const Node& add = g.node(p.add);
+    const Endpoint bias = add.inputs[0].node == p.matmul ? add.inputs[1] : add.inputs[0];
+    Attrs attrs{{"transpose_a", mm.attrs.get_or<bool>("transpose_a", false)},
+                {"transpose_b", mm.attrs.get_or<bool>("transpose_b", false)},
+                {"activation", std::string()}};
+    std::vector<int32_t> members{p.matmul, p.add};
+    if (p.activation >= 0) {
+      std::string act = g.node(p.activation).type();
+      std::transform(act.begin(), act.end(), act.begin(), [](char c) { return static_cast<char>(std::tolower(c)); });
+      attrs.set("activation", act);
+      members.push_back(p.activation);
+    }
+    replace_group(g, members, fused_matmul, {mm.inputs[0], mm.inputs[1], bias}, std::move(attrs));
+    removed += static_cast<int>(members.size()) - 1;
+  }
+  return removed;
+}
+
+// ---- elementwise groups -> FusedElementwise ----
+
+// Grows a group backwards from `root`: a producer joins once every reader of it is in the group.
+// Candidates are taken latest-first in topological order, so by the time one is looked at, every
+// member that could read it has already joined.
+std::vector<int32_t> grow_group(const GraphIR& g, const Facts& f, int32_t root, const std::vector<char>& taken) {
+  const Shape& shape = g.node(root).outputs[0].shape;
+  std::set<int32_t> group{root};
+  auto later = [&](int32_t a, int32_t b) { return f.pos[static_cast<size_t>(a)] < f.pos[static_cast<size_t>(b)]; };
+  std::priority_queue<int32_t, std::vector<int32_t>, decltype(later)> candidates(later);
+  for (const Endpoint& e : g.node(root).inputs) candidates.push(e.node);
+  while (!candidates.empty() && group.size() < kMaxGroup) {
+    const int32_t p = candidates.top();
+    candidates.pop();
+    if (group.contains(p) || taken[static_cast<size_t>(p)]) continue;
+    const Node& n = g.node(p);
+    // Same shape as the result: a smaller intermediate would be recomputed per output element.
+    if (fusable_opcode(g, n) < 0 || n.outputs[0].shape != shape || n.outputs[0].dtype != g.node(root).outputs[0].dtype)
+      continue;
+    if (!can_absorb(g, f, p, root, group)) continue;
+    group.insert(p);
+    for (const Endpoint& e : n.inputs) candidates.push(e.node);
+  }
+  std::vector<int32_t> members(group.begin(), group.end());
+  std::sort(members.begin(), members.end(), later);
+  return members;
+}
+
+// The program of a group (members in topological order), with registers reused once dead.
+void build_program(const GraphIR& g, const std::vector<int32_t>& members, std::vector<Endpoint>* inputs,
+                   Attrs* attrs) {
+  std::map<int32_t, size_t> index;  // member id -> instruction
+  for (size_t i = 0; i < members.size(); ++i) index[members[i]] = i;
+  std::map<Endpoint, int64_t> input_reg;
+  std::vector<size_t> last_use(members.size(), 0);
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (const Endpoint& e : g.node(members[i]).inputs) {
+      if (auto it = index.find(e.node); it != index.end()) {
+        last_use[it->second] = i;
+      } else if (!input_reg.contains(e)) {
+        input_reg.emplace(e, static_cast<int64_t>(inputs->size()));
+        inputs->push_back(e);
+      }
+    }
+  }
+  const int64_t num_inputs = static_cast<int64_t>(inputs->size());
+  int64_t num_registers = num_inputs;
+  std::vector<int64_t> reg_of(members.size(), -1), free_regs, program;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Node& n = g.node(members[i]);
+    int64_t src[2] = {-1, -1};
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Endpoint& e = n.inputs[k];
+      auto it = index.find(e.node);
+      src[k] = it != index.end() ? reg_of[it->second] : input_reg.at(e);
+    }
+    int64_t dst;
+    if (free_regs.empty()) {
+      dst = num_registers++;
+    } else {
+      dst = free_regs.back();
+      free_regs.pop_back();
+    }
+    reg_of[i] = dst;
+    program.insert(program.end(), {fused::opcode_for(n.type()), dst, src[0], src[1]});
+    // Sources dead after this instruction free their registers, after dst was chosen, so an
+    // instruction never writes a register it reads.
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      auto it = index.find(n.inputs[k].node);
+      if (it == index.end() || last_use[it->second] != i || (k == 1 && src[1] == src[0])) continue;
+      free_regs.push_back(reg_of[it->second]);
+    }
+  }
+  attrs->set("program", std::move(program));
+  attrs->set("num_registers", num_registers);
+  attrs->set("output", reg_of.back());
+}
+
+int fuse_elementwise_groups(GraphIR& g) {
+  const Facts f(g);
+  std::vector<char> taken(static_cast<size_t>(g.id_bound()), 0);
+  std::vector<std::vector<int32_t>> groups;
+  std::vector<int32_t> order = g.topological_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int32_t id = *it;
+    if (taken[static_cast<size_t>(id)] || fusable_opcode(g, g.node(id)) < 0 || !f.on_cpu[static_cast<size_t>(id)] ||
+        f.is_initializer[static_cast<size_t>(id)])
+      continue;
+    std::vector<int32_t> members = grow_group(g, f, id, taken);
+    if (members.size() < 2) continue;
+    for (int32_t m : members) taken[static_cast<size_t>(m)] = 1;
+    groups.push_back(std::move(members));
+  }
+  static const OpDef& fused_op = op_registry().get("FusedElementwise");
+  int removed = 0;
+  for (const std::vector<int32_t>& members : groups) {
+    // Built now: an earlier rewrite may have replaced the producer of one of the inputs.
+    std::vector<Endpoint> inputs;
+    Attrs attrs;
+    build_program(g, members, &inputs, &attrs);
+    replace_group(g, members, fused_op, std::move(inputs), std::move(attrs));
+    removed += static_cast<int>(members.size()) - 1;
+  }
+  return removed;
+}
+
+}  // namespace
+
+int fuse_elementwise(GraphIR& g) {
+  // Dense layers first: their bias add and activation would otherwise fuse with each other and
+  // leave the GEMM writing and the fused node reading back the whole output.
+  int removed = fuse_dense(g);
+  removed += fuse_elementwise_groups(g);
+  return removed;
+}
+
+}  // namespace weft

@@ -25,7 +25,7 @@ int prune(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int
   // Initialisers are run by the Session on its own, never through a fetch.
   for (int32_t id : g.initializers) keep(id);
   for (int32_t id : g.node_ids())
-    if (g.node(id).op->has(kSideEffect)) keep(id);
+    if (has_side_effect(g.node(id))) keep(id);  // subgraphs of If/While count
 
   // Everything a kept node reads or waits for is kept too, so no kept node is left reading a
   // removed one.

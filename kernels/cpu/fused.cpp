@@ -1,0 +1,327 @@
+// CPU kernels of the fused ops.
+//
+// FusedElementwise runs its program (kernels/defs/fused.h) over the output in blocks of at most
+// kMaxBlock elements. Every register of a block is a small array: an input that has the output's
+// shape is read in place, a scalar or broadcast input is expanded into a buffer, and temporaries
+// live in a stack scratch area sized to stay in L1. Each instruction is one loop over its block,
+// so the loops vectorise and the values between instructions never leave L1: relu(a + b) reads a
+// and b once and writes the result once. The result is staged and then copied out (streamed for
+// large outputs), after the block's inputs have been read, so the output may alias an input of
+// its shape. Every op computes exactly what its unfused kernel computes (math.cpp, nn.cpp), in the
+// same order, so results are bitwise equal to the unfused chain.
+//
+// FusedMatMul computes C = act(A B + bias) a band of rows at a time: a GEMM on the band, then the
+// epilogue on the band while it is still in cache, instead of two more passes over all of C.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/defs/fused.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+namespace {
+
+using fused::Instr;
+
+// Per-task scratch for temporaries and broadcast inputs: about L1.
+constexpr size_t kScratchBytes = size_t{32} << 10;
+constexpr int64_t kMaxBlock = 1024;
+constexpr int64_t kMinBlock = 16;
+
+// The scalar functions of the unfused kernels, expression for expression.
+template <class T>
+T relu_of(T x) { return x < T(0) ? T(0) : x; }  // NaN passes through
+template <class T>
+T sigmoid_of(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+template <class T>
+T sign_of(T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
+template <class T>
+T max_of(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T>
+T min_of(T a, T b) { return (a < b || a != a) ? a : b; }
+
+template <class T, class F>
+inline void map1(T* __restrict d, const T* __restrict a, int64_t n, F f) {
+  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j]);
+}
+template <class T, class F>
+inline void map2(T* __restrict d, const T* __restrict a, const T* __restrict b, int64_t n, F f) {
+  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j], b[j]);
+}
+
+template <class T>
+void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
+  switch (op) {
+    case fused::kNeg: return map1(d, a, n, [](T x) { return -x; });
+    case fused::kAbs: return map1(d, a, n, [](T x) { return std::abs(x); });
+    case fused::kSign: return map1(d, a, n, [](T x) { return sign_of(x); });
+    case fused::kSquare: return map1(d, a, n, [](T x) { return x * x; });
+    case fused::kExp: return map1(d, a, n, [](T x) { return std::exp(x); });
+    case fused::kLog: return map1(d, a, n, [](T x) { return std::log(x); });
+    case fused::kSqrt: return map1(d, a, n, [](T x) { return std::sqrt(x); });
+    case fused::kRsqrt: return map1(d, a, n, [](T x) { return T(1) / std::sqrt(x); });
+    case fused::kRelu: return map1(d, a, n, [](T x) { return relu_of(x); });
+    case fused::kSigmoid: return map1(d, a, n, [](T x) { return sigmoid_of(x); });
+    case fused::kTanh: return map1(d, a, n, [](T x) { return std::tanh(x); });
+    case fused::kAdd: return map2(d, a, b, n, [](T x, T y) { return x + y; });
+    case fused::kSub: return map2(d, a, b, n, [](T x, T y) { return x - y; });
+    case fused::kMul: return map2(d, a, b, n, [](T x, T y) { return x * y; });
+    case fused::kDiv: return map2(d, a, b, n, [](T x, T y) { return x / y; });
+    case fused::kMaximum: return map2(d, a, b, n, [](T x, T y) { return max_of(x, y); });
+    case fused::kMinimum: return map2(d, a, b, n, [](T x, T y) { return min_of(x, y); });
+    default: return;  // unreachable: decode_program checked every opcode
+  }
+}
+
+// Copies input elements [s, s + len) of the output's flat index space out of a broadcast input.
+template <class T>
+void gather(const BroadcastPlan<1>& p, const T* src, int64_t s, int64_t len, T* dst, int64_t* idx) {
+  const int64_t nd = static_cast<int64_t>(p.dims.size());
+  const std::vector<int64_t>& dims = p.dims;
+  const std::vector<int64_t>& st = p.strides[0];
+  int64_t off = 0, rem = s;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % dims[d];
+    rem /= dims[d];
+    off += idx[d] * st[d];
+  }
+  const int64_t inner = dims[nd - 1], is = st[nd - 1];
+  while (len > 0) {
+    const int64_t run = std::min(len, inner - idx[nd - 1]);
+    if (is) std::memcpy(dst, src + off, static_cast<size_t>(run) * sizeof(T));
+    else std::fill(dst, dst + run, src[off]);
+    dst += run;
+    len -= run;
+    if (len == 0) return;
+    off -= idx[nd - 1] * is;  // back to the row's start, then one row on
+    idx[nd - 1] = 0;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      off += st[d];
+      if (++idx[d] < dims[d]) break;
+      off -= st[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// Writes a staged block out; streaming skips the read-for-ownership of outputs too big for cache.
+template <class T>
+void write_out(T* out, const T* stage, int64_t len, bool streaming) {
+  size_t bytes = static_cast<size_t>(len) * sizeof(T);
+  if (streaming && reinterpret_cast<uintptr_t>(out) % 32 == 0 && reinterpret_cast<uintptr_t>(stage) % 32 == 0) {
+    const size_t streamed = bytes & ~size_t{31};
+    stream_copy_avx(out, stage, streamed);
+    std::memcpy(reinterpret_cast<char*>(out) + streamed, reinterpret_cast<const char*>(stage) + streamed,
+                bytes - streamed);
+  } else {
+    std::memcpy(out, stage, bytes);
+  }
+}
+
+enum class Kind : uint8_t { kFull, kScalar, kGeneral };
+
+template <class T>
+void fused_elementwise_kernel(KernelContext& ctx) {
+  Tensor& out_t = ctx.output(0);
+  const int64_t n = out_t.size();
+  if (n == 0) return;
+  const auto& program = ctx.attrs.get<std::vector<int64_t>>("program");
+  const int64_t num_registers = ctx.attrs.get<int64_t>("num_registers");
+  const int64_t output = ctx.attrs.get<int64_t>("output");
+  const int num_inputs = static_cast<int>(ctx.inputs.size());
+  Instr code[fused::kMaxInstructions];
+  std::string error;
+  const int count = fused::decode_program(program, num_inputs, num_registers, output, code, &error);
+  if (count < 0) ctx.fail(error);
+
+  // Inputs: read in place (the output's shape), expanded once per task (one element) or gathered
+  // per block (anything else). Broadcast inputs and temporaries share the scratch area.
+  const T* data[fused::kMaxRegisters];
+  Kind kind[fused::kMaxRegisters];
+  int buffered = 0;
+  bool general = false;
+  for (int i = 0; i < num_inputs; ++i) {
+    const Tensor& in = ctx.input(i);
+    data[i] = static_cast<const T*>(in.raw_data());
+    const int64_t size = in.size();
+    kind[i] = size == n ? Kind::kFull : size == 1 ? Kind::kScalar : Kind::kGeneral;
+    if (kind[i] == Kind::kGeneral) general = true;
+    if (kind[i] != Kind::kFull) ++buffered;
+  }
+  if (general) {
+    // Gathering trusts the shapes: check that each input broadcasts to the output.
+    for (int i = 0; i < num_inputs; ++i) {
+      const Shape& s = ctx.input(i).shape();
+      bool fits = s.rank() <= out_t.shape().rank();
+      for (int64_t d = 0; fits && d < s.rank(); ++d) {
+        const int64_t od = out_t.shape()[out_t.shape().rank() - s.rank() + d];
+        fits = s[d] == od || s[d] == 1;
+      }
+      if (!fits) ctx.fail("input " + std::to_string(i) + " of shape " + s.to_string() +
+                          " does not broadcast to the output shape " + out_t.shape().to_string());
+    }
+  }
+  std::vector<BroadcastPlan<1>> plans;
+  if (general) {
+    plans.reserve(static_cast<size_t>(num_inputs));
+    for (int i = 0; i < num_inputs; ++i) plans.emplace_back(out_t.shape(), std::array<const Shape*, 1>{&ctx.input(i).shape()});
+  }
+
+  const int64_t slots = buffered + (num_registers - num_inputs);
+  int64_t block = static_cast<int64_t>(kScratchBytes / sizeof(T)) / std::max<int64_t>(slots, 1);
+  block = std::min(kMaxBlock, block / kMinBlock * kMinBlock);
+  if (block < kMinBlock) block = kMinBlock;  // only with > 250 registers of float64; scratch bound below
+  if (block > n) block = n;
+  const int64_t blocks = (n + block - 1) / block;
+  bool expensive = false;
+  for (int i = 0; i < count; ++i) expensive |= fused::kOpcodes[code[i].op].expensive;
+  const int64_t grain = std::max<int64_t>(1, (expensive ? kExpensiveGrain : kCheapGrain) / block);
+  T* out = static_cast<T*>(out_t.raw_data());
+  const bool streaming = use_streaming<T>(n);
+
+  ctx.pool().parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    alignas(64) T scratch[kScratchBytes / sizeof(T)];
+    // Registers past the scratch bound (a program of hundreds of registers) spill to the heap.
+    std::vector<T> spill;
+    T* area = scratch;
+    if (static_cast<size_t>(slots * block) > kScratchBytes / sizeof(T)) {
+      spill.resize(static_cast<size_t>(slots * block));
+      area = spill.data();
+    }
+    const T* reg[fused::kMaxRegisters];
+    T* buf[fused::kMaxRegisters];
+    int64_t slot = 0;
+    for (int i = 0; i < num_inputs; ++i) {
+      if (kind[i] == Kind::kFull) continue;
+      buf[i] = area + block * slot++;
+      reg[i] = buf[i];
+      if (kind[i] == Kind::kScalar) std::fill(buf[i], buf[i] + block, data[i][0]);
+    }
+    for (int64_t r = num_inputs; r < num_registers; ++r) {
+      buf[r] = area + block * slot++;
+      reg[r] = buf[r];
+    }
+    std::vector<int64_t> idx(general ? out_t.shape().rank() + 1 : 0);
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t s = blk * block;
+      const int64_t len = std::min(block, n - s);
+      for (int i = 0; i < num_inputs; ++i) {
+        if (kind[i] == Kind::kFull) reg[i] = data[i] + s;
+        else if (kind[i] == Kind::kGeneral) gather(plans[static_cast<size_t>(i)], data[i], s, len, buf[i], idx.data());
+      }
+      for (int k = 0; k < count; ++k) {
+        const Instr& in = code[k];
+        run_instr<T>(in.op, buf[in.dst], reg[in.a], in.b >= 0 ? reg[in.b] : nullptr, len);
+      }
+      write_out(out + s, reg[output], len, streaming);
+    }
+#if defined(__x86_64__)
+    if (streaming) _mm_sfence();
+#endif
+  });
+}
+
+// ---- FusedMatMul ----
+
+enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh };
+
+template <class T, class F>
+inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64_t n, F f) {
+  for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
+}
+
+template <class T>
+void epilogue_rows(T* c, const T* bias, int64_t rows, int64_t n, Act act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = c + r * n;
+    switch (act) {
+      case Act::kNone: add_bias_in_place(row, bias, n, [](T x) { return x; }); break;
+      case Act::kRelu: add_bias_in_place(row, bias, n, [](T x) { return relu_of(x); }); break;
+      case Act::kSigmoid: add_bias_in_place(row, bias, n, [](T x) { return sigmoid_of(x); }); break;
+      case Act::kTanh: add_bias_in_place(row, bias, n, [](T x) { return std::tanh(x); }); break;
+    }
+  }
+}
+
+template <class T>
+void gemm_rows(bool ta, bool tb, int64_t rows, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T* c) {
+  const auto at = ta ? CblasTrans : CblasNoTrans;
+  const auto bt = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, at, bt, rows, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+  } else {
+    cblas_dgemm(CblasRowMajor, at, bt, rows, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
+  }
+}
+
+Act parse_activation(const KernelContext& ctx) {
+  const AttrValue* v = ctx.attrs.find("activation");
+  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
+  if (!s || s->empty()) return Act::kNone;
+  if (*s == "relu") return Act::kRelu;
+  if (*s == "sigmoid") return Act::kSigmoid;
+  if (*s == "tanh") return Act::kTanh;
+  ctx.fail("unknown activation '" + *s + "'");
+}
+
+// Rows of C per band: enough that each GEMM call stays efficient, few enough that the band
+// (~kBandBytes) is still in cache when the epilogue runs over it.
+constexpr int64_t kBandBytes = int64_t{1} << 20;
+constexpr int64_t kMinBandRows = 256;
+
+template <class T>
+void fused_matmul_kernel(KernelContext& ctx) {
+  const Tensor& a_t = ctx.input(0);
+  const Tensor& b_t = ctx.input(1);
+  const bool ta = ctx.attrs.get_or<bool>("transpose_a", false);
+  const bool tb = ctx.attrs.get_or<bool>("transpose_b", false);
+  const Act act = parse_activation(ctx);
+  const int64_t m = ctx.output(0).shape()[0], n = ctx.output(0).shape()[1];
+  const int64_t k = ta ? a_t.shape()[0] : a_t.shape()[1];
+  const int64_t lda = a_t.shape()[1], ldb = b_t.shape()[1];
+  if (ctx.input(2).size() != n)
+    ctx.fail("bias has " + std::to_string(ctx.input(2).size()) + " elements; the output has " + std::to_string(n) +
+             " columns");
+  const T* a = static_cast<const T*>(a_t.raw_data());
+  const T* b = static_cast<const T*>(b_t.raw_data());
+  const T* bias = static_cast<const T*>(ctx.input(2).raw_data());
+  T* c = static_cast<T*>(ctx.output(0).raw_data());
+  if (m == 0 || n == 0) return;
+
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
+  const int64_t band = std::max(kMinBandRows, kBandBytes / row_bytes);
+  ThreadPool& pool = ctx.pool();
+  const int64_t row_grain = std::max<int64_t>(1, (act == Act::kNone || act == Act::kRelu ? kCheapGrain : kExpensiveGrain) / n);
+  for (int64_t r0 = 0; r0 < m; r0 += band) {
+    const int64_t rows = std::min(band, m - r0);
+    T* cb = c + r0 * n;
+    if (k == 0) std::fill(cb, cb + rows * n, T(0));
+    else gemm_rows<T>(ta, tb, rows, n, k, ta ? a + r0 : a + r0 * lda, lda, b, ldb, cb);
+    pool.parallel_for(rows, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(cb + s * n, bias, e - s, n, act); });
+  }
+}
+
+}  // namespace
+
+void register_fused_kernels() {
+  register_kernel("FusedElementwise", DeviceType::CPU, float32, fused_elementwise_kernel<float>);
+  register_kernel("FusedElementwise", DeviceType::CPU, float64, fused_elementwise_kernel<double>);
+  register_kernel("FusedMatMul", DeviceType::CPU, float32, fused_matmul_kernel<float>);
+  register_kernel("FusedMatMul", DeviceType::CPU, float64, fused_matmul_kernel<double>);
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,61 @@
+// The instruction set of FusedElementwise, shared by its definition, its kernels and the fusion
+// pass that writes its programs.
+//
+// A program is a straight line of instructions over registers, each register one value of the
+// output's shape (inputs broadcast to it). Registers 0 .. num_inputs-1 hold the inputs and are
+// read-only; num_inputs .. num_registers-1 are temporaries. The attributes:
+//
+//   "program"        IntList, four ints per instruction: opcode, dst, src1, src2 (-1 for unary ops)
+//   "num_registers"  Int
+//   "output"         Int, the register holding the result once the program has run
+//
+// relu(a + b) with inputs a, b is program {Add, 2, 0, 1,  Relu, 3, 2, -1}, num_registers 4,
+// output 3. Registers may be reused once dead (the pass does), but an instruction never writes a
+// register it reads, so every inner loop runs over three disjoint arrays and vectorises.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace weft::fused {
+
+// Stored in saved graphs: append only, never renumber.
+enum Opcode : int32_t {
+  kNeg, kAbs, kSign, kSquare, kExp, kLog, kSqrt, kRsqrt, kRelu, kSigmoid, kTanh,
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
+  kNumOpcodes
+};
+
+struct OpcodeInfo {
+  const char* op;   // the op whose numerics the opcode reproduces exactly
+  int arity;
+  bool expensive;   // a libm call per element: worth splitting over threads sooner
+};
+
+inline constexpr OpcodeInfo kOpcodes[kNumOpcodes] = {
+    {"Neg", 1, false},  {"Abs", 1, false},     {"Sign", 1, false}, {"Square", 1, false}, {"Exp", 1, true},
+    {"Log", 1, true},   {"Sqrt", 1, false},    {"Rsqrt", 1, false}, {"Relu", 1, false},  {"Sigmoid", 1, true},
+    {"Tanh", 1, true},  {"Add", 2, false},     {"Sub", 2, false},  {"Mul", 2, false},    {"Div", 2, false},
+    {"Maximum", 2, false}, {"Minimum", 2, false},
+};
+
+// The opcode computing op `type`, or -1 when FusedElementwise cannot express it.
+int opcode_for(std::string_view type);
+
+// Bounds that keep a kernel's per-call state on the stack.
+inline constexpr int64_t kMaxRegisters = 256;
+inline constexpr int64_t kMaxInstructions = 256;
+
+struct Instr {
+  int32_t op, dst, a, b;
+};
+
+// Decodes `program` into `out` (room for kMaxInstructions) and checks it: opcodes known, every
+// source defined before it is read, destinations temporaries distinct from their sources, the
+// output register written. Returns the instruction count, or -1 with `error` set.
+int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t num_registers, int64_t output,
+                   Instr* out, std::string* error);
+
+}  // namespace weft::fused

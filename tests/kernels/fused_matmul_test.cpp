@@ -1,0 +1,137 @@
+// FusedMatMul against a plain reference loop and against MatMul, Add and the activation run as
+// separate kernels: every activation, transposes, both dtypes, outputs of one band and of several.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/op_registry.h"
+
+namespace weft {
+namespace {
+
+Tensor run(const std::string& name, std::vector<Tensor> ins, const Attrs& attrs) {
+  register_builtin_ops();
+  const OpDef& op = op_registry().get(name);
+  InferContext ic(op, ins, attrs);
+  op.infer(ic);
+  std::vector<Tensor> outs{Tensor::empty(ic.output(0).dtype, ic.output(0).shape)};
+  KernelContext kc{op, ins, outs, attrs, *cpu_device()};
+  KernelFn fn = op.kernel(DeviceType::CPU, ins[0].dtype());
+  if (!fn) throw NotFound("no CPU kernel for " + name);
+  fn(kc);
+  return outs[0];
+}
+
+template <class T>
+Tensor random_tensor(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<T> v(static_cast<size_t>(shape.num_elements()));
+  for (T& e : v) e = static_cast<T>(d(gen));
+  return Tensor::from_host(dtype_v<T>, shape, v.data());
+}
+
+double activate(const std::string& act, double x) {
+  if (act == "relu") return x < 0 ? 0 : x;
+  if (act == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (act == "tanh") return std::tanh(x);
+  return x;
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  std::string act;
+};
+
+template <class T>
+void check(const Case& c) {
+  const Tensor a = random_tensor<T>(c.ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 1);
+  const Tensor b = random_tensor<T>(c.tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 2);
+  const Tensor bias = random_tensor<T>({c.n}, 3);
+  const Attrs attrs{{"transpose_a", c.ta}, {"transpose_b", c.tb}, {"activation", c.act}};
+  const Tensor got = run("FusedMatMul", {a, b, bias}, attrs);
+  ASSERT_EQ(got.shape(), (Shape{c.m, c.n}));
+  const std::string what = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                           (c.ta ? " ta" : "") + (c.tb ? " tb" : "") + " act='" + c.act + "'";
+
+  // Reference loop, accumulated in double.
+  const auto av = a.to_vector<T>(), bv = b.to_vector<T>(), biasv = bias.to_vector<T>(), gv = got.to_vector<T>();
+  const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-11;
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < c.k; ++p)
+        s += static_cast<double>(av[static_cast<size_t>(c.ta ? p * c.m + i : i * c.k + p)]) *
+             static_cast<double>(bv[static_cast<size_t>(c.tb ? j * c.k + p : p * c.n + j)]);
+      const double want = activate(c.act, s + static_cast<double>(biasv[static_cast<size_t>(j)]));
+      ASSERT_NEAR(static_cast<double>(gv[static_cast<size_t>(i * c.n + j)]), want, tol * (1 + std::abs(want)))
+          << what << " at (" << i << ", " << j << ")";
+    }
+  }
+
+  // The unfused chain it replaces.
+  Tensor unfused = run("Add", {run("MatMul", {a, b}, {{"transpose_a", c.ta}, {"transpose_b", c.tb}}), bias}, {});
+  if (c.act == "relu") unfused = run("Relu", {unfused}, {});
+  if (c.act == "sigmoid") unfused = run("Sigmoid", {unfused}, {});
+  if (c.act == "tanh") unfused = run("Tanh", {unfused}, {});
+  const auto uv = unfused.to_vector<T>();
+  for (size_t i = 0; i < uv.size(); ++i) {
+    const double want = static_cast<double>(uv[i]);
+    ASSERT_NEAR(static_cast<double>(gv[i]), want, tol * (1 + std::abs(want))) << what << " vs unfused at " << i;
+  }
+}
+
+TEST(FusedMatMul, EveryActivationAndTransposeFloat32) {
+  for (const std::string act : {"", "relu", "sigmoid", "tanh"})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check<float>({37, 19, 23, ta, tb, act});
+}
+
+TEST(FusedMatMul, Float64) {
+  for (const std::string act : {"", "relu", "tanh"}) check<double>({29, 13, 41, false, true, act});
+}
+
+TEST(FusedMatMul, SeveralBandsOfRows) {
+  // 1 MiB bands: 2048 rows of 128 floats each, so 5000 rows are three bands, the last one short.
+  check<float>({5000, 128, 64, false, false, "relu"});
+  check<float>({5000, 128, 64, true, false, "sigmoid"});
+  check<double>({3000, 128, 16, false, true, "relu"});
+}
+
+TEST(FusedMatMul, TinyAndEmpty) {
+  check<float>({1, 1, 1, false, false, "relu"});
+  check<float>({3, 2, 0, false, false, "sigmoid"});  // k = 0: the activation of the bias alone
+  const Tensor a = Tensor::empty(float32, {0, 4}), b = random_tensor<float>({4, 3}, 4);
+  EXPECT_EQ(run("FusedMatMul", {a, b, random_tensor<float>({3}, 5)}, {}).shape(), (Shape{0, 3}));
+}
+
+void expect_rejected(std::vector<Tensor> ins, const Attrs& attrs, const std::string& fragment) {
+  try {
+    run("FusedMatMul", std::move(ins), attrs);
+    FAIL() << "expected InvalidArgument containing '" << fragment << "'";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("[fused_matmul]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(FusedMatMul, BadArgumentsAreRejected) {
+  const Tensor a = random_tensor<float>({4, 5}, 6), b = random_tensor<float>({5, 3}, 7);
+  const Tensor bias = random_tensor<float>({3}, 8);
+  expect_rejected({a, b, random_tensor<float>({4}, 9)}, {}, "bias must have shape (3,)");
+  expect_rejected({a, b, random_tensor<float>({1, 3}, 9)}, {}, "bias must have shape");
+  expect_rejected({a, a, bias}, {}, "inner dimensions differ");
+  expect_rejected({random_tensor<float>({2, 4, 5}, 10), b, bias}, {}, "rank 2");
+  expect_rejected({a, b, bias}, {{"activation", std::string("gelu")}}, "unknown activation 'gelu'");
+  expect_rejected({a, b, random_tensor<double>({3}, 11)}, {}, "dtypes differ");
+}
+
+}  // namespace
+}  // namespace weft
