@@ -96,8 +96,6 @@ void Variable::assign(const Tensor& value) {
   }
 }
 
-// The sum is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and the
-// old buffer goes back to the allocator's cache for the next step.
 // The result is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and
 // the old buffer goes back to the allocator's cache for the next step. Tapes do not see the
 // arithmetic: an assignment is not part of any gradient.
@@ -118,6 +116,18 @@ void Variable::assign_combined(const Tensor& delta,
     throw InvalidArgument(std::string("[") + op + "] variable '" + s.name + "' has shape " +
                           s.value.shape().to_string() + "; the update broadcasts to " + result.shape().to_string());
   s.value = std::move(result);
+}
+
+void Variable::restore(const Tensor& value) {
+  VariableState& s = checked();
+  if (!value.defined() || value.is_symbolic())
+    throw InvalidArgument("[restore] variable '" + s.name + "' needs a concrete value");
+  if (value.dtype() != s.dtype || value.shape() != s.shape)
+    throw InvalidArgument("[restore] variable '" + s.name + "' has dtype " + std::string(dtype_name(s.dtype)) +
+                          " and shape " + s.shape.to_string() + "; the value is " + std::string(dtype_name(value.dtype())) +
+                          " " + value.shape().to_string());
+  Device* device = s.value.defined() ? s.value.device_ptr() : value.device_ptr();
+  s.value = value.to(device);
 }
 
 void Variable::assign_add(const Tensor& delta) { assign_combined(delta, add, "assign_add"); }

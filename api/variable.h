@@ -36,6 +36,12 @@ class Variable {
   void assign_add(const Tensor& delta);
   void assign_sub(const Tensor& delta);
 
+  // Sets the value directly, outside any graph being built or traced: a checkpoint restore,
+  // which also fills the variables of a TF1 Graph before its Session runs (their initialisers
+  // are then skipped). `value` must be concrete, of the variable's dtype and shape; it is placed
+  // on the device of the current value (the CPU when there is none yet).
+  void restore(const Tensor& value);
+
   // The value's buffer, first made private to this variable (copied if anything else holds it),
   // for kernels that update it in place (the fused optimizer ops).
   Tensor value_for_update();

@@ -2,7 +2,9 @@
 // tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (plus "__metadata__", a map of
 // strings), then the raw little-endian bytes. Files written here load in Python's `safetensors`
 // package and in PyTorch. weft stores a CRC32C of every tensor in the metadata
-// ("crc32c/<name>": 8 hex digits) and checks it when reading.
+// ("crc32c/<name>": 8 hex digits) and checks it when reading; a tensor without one (a file
+// written by another tool) is accepted unchecked. Tensors are laid out widest dtype first, so
+// each starts at a multiple of its element size; readers accept gaps, never overlaps.
 //
 //   save_tensors("ckpt.safetensors", {{"model/dense/kernel", w}}, {{"step", "100"}});
 //   TensorFile f = load_tensors("ckpt.safetensors");   // DataLoss/InvalidArgument naming the tensor

@@ -21,7 +21,7 @@ namespace {
 class DenseImpl final : public ModuleImpl {
  public:
   DenseImpl(int64_t units, Activation act, bool use_bias)
-      : ModuleImpl(unique_layer_name("dense")), units_(units), activation_(std::move(act)), use_bias_(use_bias) {
+      : ModuleImpl(unique_layer_name("dense"), "dense"), units_(units), activation_(std::move(act)), use_bias_(use_bias) {
     if (units <= 0) throw InvalidArgument("[Dense] units must be positive, got " + std::to_string(units));
   }
 
@@ -51,6 +51,13 @@ class DenseImpl final : public ModuleImpl {
     return v;
   }
 
+  NamedVariables named_variables() const override {
+    NamedVariables v;
+    if (kernel_.defined()) v.emplace_back("kernel", kernel_);
+    if (bias_.defined()) v.emplace_back("bias", bias_);
+    return v;
+  }
+
   Variable kernel_, bias_;
 
  private:
@@ -60,6 +67,8 @@ class DenseImpl final : public ModuleImpl {
     double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
     kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype), name() + "/kernel");
     if (use_bias_) bias_ = Variable(zeros({units_}, dtype), name() + "/bias");
+    variable_built("kernel", kernel_);
+    if (use_bias_) variable_built("bias", bias_);
   }
 
   int64_t units_;
@@ -70,7 +79,7 @@ class DenseImpl final : public ModuleImpl {
 class DropoutImpl final : public ModuleImpl {
  public:
   DropoutImpl(double rate, std::optional<int64_t> seed)
-      : ModuleImpl(unique_layer_name("dropout")), rate_(rate), seed_(seed) {
+      : ModuleImpl(unique_layer_name("dropout"), "dropout"), rate_(rate), seed_(seed) {
     if (!(rate >= 0 && rate < 1)) throw InvalidArgument("[Dropout] rate must be in [0, 1), got " + std::to_string(rate));
   }
 
@@ -90,7 +99,7 @@ class DropoutImpl final : public ModuleImpl {
 class SequentialImpl final : public ModuleImpl {
  public:
   explicit SequentialImpl(std::vector<Module> layers)
-      : ModuleImpl(unique_layer_name("sequential")), layers_(std::move(layers)) {}
+      : ModuleImpl(unique_layer_name("sequential"), "sequential"), layers_(std::move(layers)) {}
 
   Tensor call(const Tensor& x, bool training) override {
     Tensor y = x;
@@ -105,6 +114,19 @@ class SequentialImpl final : public ModuleImpl {
       v.insert(v.end(), sub.begin(), sub.end());
     }
     return v;
+  }
+
+  NamedVariables named_variables() const override {
+    NamedVariables v;
+    std::vector<std::string> names = child_names(layers_);
+    for (size_t i = 0; i < layers_.size(); ++i)
+      for (auto& [path, var] : layers_[i].named_variables()) v.emplace_back(names[i] + "/" + path, var);
+    return v;
+  }
+
+  void defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix) override {
+    std::vector<std::string> names = child_names(layers_);
+    for (size_t i = 0; i < layers_.size(); ++i) layers_[i].impl()->defer_restore(restorer, prefix + "/" + names[i]);
   }
 
   std::vector<Module> layers_;

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "runtime/error.h"
 
@@ -26,6 +27,41 @@ void reset_layer_names() {
   name_counts().clear();
 }
 
+NamedVariables ModuleImpl::named_variables() const {
+  NamedVariables out;
+  std::map<std::string, int> seen;
+  for (const Variable& v : variables()) {
+    int n = seen[v.name()]++;
+    out.emplace_back(n == 0 ? v.name() : v.name() + "_" + std::to_string(n), v);
+  }
+  return out;
+}
+
+void ModuleImpl::defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix) {
+  restorer_ = std::move(restorer);
+  restore_prefix_ = prefix;
+}
+
+void ModuleImpl::variable_built(const std::string& relative_path, const Variable& var) {
+  if (restorer_) restorer_->created(restore_prefix_ + "/" + relative_path, var);
+}
+
+std::vector<std::string> child_names(const std::vector<Module>& children) {
+  std::map<std::string, int> counts;
+  std::set<std::string> used;  // a kind may itself look numbered ("block_1")
+  std::vector<std::string> out;
+  for (const Module& m : children) {
+    const std::string& kind = m.impl()->kind();
+    std::string name;
+    do {
+      int n = counts[kind]++;
+      name = n == 0 ? kind : kind + "_" + std::to_string(n);
+    } while (!used.insert(name).second);
+    out.push_back(name);
+  }
+  return out;
+}
+
 Tensor Module::operator()(const Tensor& x, bool training) const {
   if (!impl_) throw FailedPrecondition("[Module] call of an empty module handle");
   return impl_->call(x, training);
@@ -39,6 +75,8 @@ std::vector<Variable> Module::trainable_variables() const {
     if (v.trainable()) out.push_back(v);
   return out;
 }
+
+NamedVariables Module::named_variables() const { return impl_ ? impl_->named_variables() : NamedVariables{}; }
 
 const std::string& Module::name() const {
   if (!impl_) throw FailedPrecondition("[Module] name of an empty module handle");

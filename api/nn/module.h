@@ -4,10 +4,12 @@
 //   nn::Sequential model{nn::Dense(128, nn::relu), nn::Dropout(0.2), nn::Dense(10)};
 //   Tensor logits = model(x, /*training=*/true);     // variables are built on the first call
 //   std::vector<Variable> vars = model.trainable_variables();   // stable order and names
+//   model.named_variables();   // {"dense/kernel", ...}: the paths a Checkpoint saves them under
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/variable.h"
@@ -15,17 +17,45 @@
 
 namespace weft::nn {
 
+using NamedVariables = std::vector<std::pair<std::string, Variable>>;
+
+// A restore that arrived before some variables existed: layers build their variables on the
+// first call, and a checkpoint may be restored before that (as in Keras and TF2).
+class VariableRestorer {
+ public:
+  virtual ~VariableRestorer() = default;
+  // Called right after a variable is built; `path` is its full path in the checkpoint.
+  virtual void created(const std::string& path, const Variable& var) = 0;
+};
+
 class ModuleImpl {
  public:
-  explicit ModuleImpl(std::string name) : name_(std::move(name)) {}
+  // `kind` ("dense") names the module inside a parent; it defaults to `name`.
+  explicit ModuleImpl(std::string name, std::string kind = "")
+      : name_(std::move(name)), kind_(kind.empty() ? name_ : std::move(kind)) {}
   virtual ~ModuleImpl() = default;
   virtual Tensor call(const Tensor& x, bool training) = 0;
   // Own variables first, then those of sub-modules, in creation order.
   virtual std::vector<Variable> variables() const { return {}; }
+  // The variables built so far with their paths below this module ("kernel", "dense_1/bias"),
+  // in the order of variables(). The default uses each variable's own name; layers and
+  // containers give paths that do not depend on how many layers the process made before.
+  virtual NamedVariables named_variables() const;
+  // Keeps `restorer` for variables this module (or a sub-module) builds later; `prefix` is this
+  // module's path. Containers pass it on to their children with the child's path.
+  virtual void defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix);
   const std::string& name() const { return name_; }
+  const std::string& kind() const { return kind_; }
+
+ protected:
+  // A layer calls this right after building a variable, so a pending restore can set its value.
+  void variable_built(const std::string& relative_path, const Variable& var);
 
  private:
   std::string name_;
+  std::string kind_;
+  std::shared_ptr<VariableRestorer> restorer_;
+  std::string restore_prefix_;
 };
 
 class Module {
@@ -36,6 +66,7 @@ class Module {
   Tensor operator()(const Tensor& x, bool training = false) const;
   std::vector<Variable> variables() const;
   std::vector<Variable> trainable_variables() const;
+  NamedVariables named_variables() const;
   const std::string& name() const;
   bool defined() const { return impl_ != nullptr; }
   ModuleImpl* impl() const { return impl_.get(); }
@@ -48,5 +79,10 @@ class Module {
 std::string unique_layer_name(const std::string& base);
 // Resets the counters (tests and notebooks that rebuild models from scratch).
 void reset_layer_names();
+
+// The names children go by inside a container: their kind, numbered from the second of a kind
+// on ("dense", "dense_1", "dropout"). Counted per container, not per process, so the same
+// architecture has the same paths in every process and in every copy built in one process.
+std::vector<std::string> child_names(const std::vector<Module>& children);
 
 }  // namespace weft::nn

@@ -28,20 +28,31 @@ class OptimizerImpl {
   // The learning rate as a float64 scalar tensor of the graph being traced.
   Tensor traced_lr() { return lr_var_.value(); }
 
+  using SlotKey = std::pair<const VariableState*, std::string>;
+
   Variable& slot_for(const Variable& var, const std::string& slot) {
     auto key = std::make_pair(var.id(), slot);
     auto it = slots_.find(key);
     if (it != slots_.end()) return it->second;
     Variable s(zeros(var.shape(), var.dtype()), var.name() + "/" + slot, /*trainable=*/false);
+    if (auto p = pending_.find(key); p != pending_.end()) {
+      s.restore(p->second.second);
+      pending_.erase(p);
+    }
     order_.push_back(s);
+    order_keys_.push_back(key);
     return slots_.emplace(key, s).first->second;
   }
 
   double lr_;
   Variable step_;    // float64 scalar
   Variable lr_var_;  // float64 scalar
-  std::map<std::pair<const VariableState*, std::string>, Variable> slots_;
+  std::map<SlotKey, Variable> slots_;
   std::vector<Variable> order_;
+  std::vector<SlotKey> order_keys_;
+  // Restored values of slots not created yet; the Variable keeps its state (and so the key's
+  // address) alive until then.
+  std::map<SlotKey, std::pair<Variable, Tensor>> pending_;
 };
 
 namespace {
@@ -139,6 +150,26 @@ Variable Optimizer::slot(const Variable& var, const std::string& slot) const {
   auto it = impl_->slots_.find(std::make_pair(var.id(), slot));
   return it == impl_->slots_.end() ? Variable() : it->second;
 }
+Variable Optimizer::iterations_variable() const { return impl_->step_; }
+
+std::vector<Optimizer::SlotVariable> Optimizer::slot_variables() const {
+  std::vector<SlotVariable> out;
+  for (size_t i = 0; i < impl_->order_.size(); ++i)
+    out.push_back({impl_->order_keys_[i].first, impl_->order_keys_[i].second, impl_->order_[i]});
+  return out;
+}
+
+void Optimizer::restore_slot(const Variable& var, const std::string& slot, const Tensor& value) {
+  if (!var.defined()) throw InvalidArgument("[optimizer] restore_slot of an undefined variable");
+  if (value.dtype() != var.dtype() || value.shape() != var.shape())
+    throw InvalidArgument("[optimizer] slot '" + slot + "' of '" + var.name() + "' must be " +
+                          std::string(dtype_name(var.dtype())) + " " + var.shape().to_string() + ", got " +
+                          std::string(dtype_name(value.dtype())) + " " + value.shape().to_string());
+  auto key = std::make_pair(var.id(), slot);
+  if (auto it = impl_->slots_.find(key); it != impl_->slots_.end()) return it->second.restore(value);
+  impl_->pending_[key] = {var, value};
+}
+
 double Optimizer::learning_rate() const { return impl_->lr_; }
 void Optimizer::set_learning_rate(double lr) {
   if (!(lr >= 0) || !std::isfinite(lr))

@@ -31,6 +31,21 @@ class Optimizer {
   double learning_rate() const;
   void set_learning_rate(double lr);
 
+  // For checkpoints.
+  // The step count (a float64 scalar): saved so that Adam's bias correction resumes where it was.
+  Variable iterations_variable() const;
+  struct SlotVariable {
+    const VariableState* owner;  // the variable it serves (compare with Variable::id())
+    std::string name;            // "m", "v", "momentum"
+    Variable slot;
+  };
+  // Every slot, in creation order.
+  std::vector<SlotVariable> slot_variables() const;
+  // Gives `var`'s slot `slot` this value: now if the slot exists, else as soon as the first
+  // update creates it (restoring before the first step, as Keras defers slot restores).
+  // InvalidArgument if the value's dtype or shape is not the variable's.
+  void restore_slot(const Variable& var, const std::string& slot, const Tensor& value);
+
  protected:
   explicit Optimizer(std::shared_ptr<OptimizerImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<OptimizerImpl> impl_;

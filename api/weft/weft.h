@@ -5,6 +5,8 @@
 //   std::cout << x + 1 << "\n";   // Tensor([2 3 4], shape=(3,), dtype=float32)
 #pragma once
 
+#include "api/checkpoint/checkpoint.h"
+#include "api/checkpoint/checkpoint_manager.h"
 #include "api/control_flow.h"
 #include "api/devices.h"
 #include "api/data/dataset.h"
