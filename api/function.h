@@ -29,6 +29,7 @@
 
 #include "api/function_core.h"
 #include "api/graph.h"
+#include "api/saved_model.h"
 #include "api/variable.h"
 
 namespace weft {
@@ -138,6 +139,13 @@ class Function {
       return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
     };
     return Graph(core_->graph_for(tensors, key, FunctionBody(body)));
+  }
+
+  // Writes the graph traced for this signature (tracing it if needed) and the values of the
+  // variables it uses to `dir` (api/saved_model.h), for Graph::load and weft-run.
+  template <class... Args>
+  void save(const std::string& dir, Args&&... args) {
+    save_function_graph(dir, *graph(std::forward<Args>(args)...).ir_ptr());
   }
 
   int tracing_count() const { return core_->tracing_count(); }

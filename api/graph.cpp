@@ -1,6 +1,11 @@
 #include "api/graph.h"
 
+#include <filesystem>
+
 #include "api/graph_builder.h"
+#include "api/saved_model.h"
+#include "kernels/register_all.h"
+#include "runtime/graph_format.h"
 
 namespace weft {
 
@@ -53,6 +58,14 @@ Operation Graph::operation(std::string_view name) const {
   const Node* n = ir_->find(name);
   if (!n) ir_->not_found("operation", name);
   return Operation(ir_, n->id);
+}
+
+void Graph::save(const std::string& path) const { save_graph(path, *ir_); }
+
+Graph Graph::load(const std::string& path) {
+  register_builtin_ops();
+  if (std::filesystem::is_directory(path)) return Graph(load_saved_model(path));
+  return Graph(std::make_shared<GraphIR>(load_graph(path)));
 }
 
 std::vector<Operation> Graph::operations() const {

@@ -9,6 +9,8 @@
 //   }
 //   g.tensor("y:0"); g.operation("y"); g.operations();  // NotFound (with suggestions) if absent
 //   std::cout << g.to_dot();
+//   g.save("graph.capnp");                 // the graph alone; variables declared, without values
+//   Graph h = Graph::load("graph.capnp");  // or a directory written by Function::save
 //
 // Graph is a handle: copies share the same graph. Run one with a Session (api/session.h).
 #pragma once
@@ -58,6 +60,13 @@ class Graph {
   std::vector<Operation> operations() const;  // in creation order
   int num_nodes() const { return ir().num_nodes(); }
   std::string to_dot() const { return ir().to_dot(); }
+
+  // Writes the graph file (runtime/graph_format.h), atomically. Variables are declared (name,
+  // dtype, shape) but their values are not written: use a Checkpoint, or Function::save.
+  void save(const std::string& path) const;
+  // A graph file, or a saved-model directory (api/saved_model.h): its graph, with the saved
+  // variable values set. Files are untrusted: see runtime/graph_format.h for what is checked.
+  static Graph load(const std::string& path);
 
   GraphIR& ir() const { return *ir_; }
   const std::shared_ptr<GraphIR>& ir_ptr() const { return ir_; }

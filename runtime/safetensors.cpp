@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <set>
 #include <vector>
@@ -17,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/crc32c.h"
+#include "runtime/file_io.h"
 #include "runtime/device.h"
 
 namespace weft {
@@ -304,22 +303,7 @@ Encoded encode_head(const std::map<std::string, Tensor>& tensors, const std::map
 }
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path, int err) {
-  std::string msg = "[safetensors] " + what + " " + path + ": " + std::strerror(err);
-  if (err == ENOENT) throw NotFound(msg);
-  throw Unavailable(msg);
-}
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, std::min<size_t>(n, 1 << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      io_error("cannot write", path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  throw_io_error("safetensors", what, path, err);
 }
 
 void read_exact(int fd, void* data, size_t n, uint64_t offset, const std::string& path) {
@@ -353,8 +337,6 @@ class Fd {
  private:
   int fd_;
 };
-
-std::atomic<uint64_t> g_tmp_counter{0};
 
 }  // namespace
 
@@ -415,35 +397,10 @@ TensorFile load_tensors(const std::string& path) {
 
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata) {
-  namespace fs = std::filesystem;
   Encoded e = encode_head(tensors, metadata);
-  fs::path target(path);
-  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  // Unique per process and call, so concurrent savers never share a temporary file.
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_tmp_counter++);
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (fd.get() < 0) io_error("cannot create", tmp, errno);
-    try {
-      write_all(fd.get(), e.head.data(), e.head.size(), tmp);
-      for (const Tensor& t : e.payload) write_all(fd.get(), t.raw_data(), t.nbytes(), tmp);
-      // The data must be on disk before the rename makes it visible, or a crash could leave
-      // the new name pointing at a file with holes.
-      if (::fsync(fd.get()) != 0) io_error("cannot sync", tmp, errno);
-      if (fd.close() != 0) io_error("cannot close", tmp, errno);
-    } catch (...) {
-      ::unlink(tmp.c_str());
-      throw;
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    io_error("cannot rename " + tmp + " to", path, err);
-  }
-  // The rename itself lives in the directory; sync it so the new name survives a power loss.
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() >= 0) ::fsync(dfd.get());
+  std::vector<ByteRange> pieces{{e.head.data(), e.head.size()}};
+  for (const Tensor& t : e.payload) pieces.push_back({t.raw_data(), t.nbytes()});
+  write_file_atomically(path, pieces, "safetensors");
 }
 
 }  // namespace weft

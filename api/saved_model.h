@@ -1,0 +1,31 @@
+// The saved-model directory: what Function::save writes and Graph::load reads.
+//
+//   model_dir/graph.capnp             the traced graph (runtime/graph_format.h): arguments are
+//                                     placeholders input_0, input_1, ...; results are Identity
+//                                     nodes output_0, output_1, ...
+//   model_dir/variables.safetensors   the value of every variable the graph reads or writes,
+//                                     by the variable's name
+//
+//   Graph g = Graph::load("model_dir");
+//   Session sess(g);
+//   auto out = sess.run({{"input_0:0", x}}, {"output_0:0"});   // the function's outputs, bit for bit
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/graph.h"
+
+namespace weft {
+
+inline constexpr const char* kSavedGraphFile = "graph.capnp";
+inline constexpr const char* kSavedVariablesFile = "variables.safetensors";
+
+// Writes `fn_graph` (a traced function body: args and results set) as a saved model in `dir`,
+// creating it if needed. The graph is copied; output_i Identity nodes are added to the copy.
+void save_function_graph(const std::string& dir, const GraphIR& fn_graph);
+
+// Reads a saved-model directory: the graph, and its variables set from the values file.
+std::shared_ptr<GraphIR> load_saved_model(const std::string& dir);
+
+}  // namespace weft
