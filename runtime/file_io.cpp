@@ -16,23 +16,6 @@ namespace weft {
 
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { close(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int close() {
-    int rc = fd_ >= 0 ? ::close(fd_) : 0;
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 std::atomic<uint64_t> g_tmp_counter{0};
 
 void write_all(int fd, const void* data, size_t n, const std::string& path, std::string_view tag) {
@@ -50,6 +33,12 @@ void write_all(int fd, const void* data, size_t n, const std::string& path, std:
 
 }  // namespace
 
+int UniqueFd::close() {
+  int rc = fd_ >= 0 ? ::close(fd_) : 0;
+  fd_ = -1;
+  return rc;
+}
+
 void throw_io_error(std::string_view tag, const std::string& what, const std::string& path, int err) {
   std::string msg = "[" + std::string(tag) + "] " + what + " " + path + ": " + std::strerror(err);
   if (err == ENOENT) throw NotFound(msg);
@@ -63,7 +52,7 @@ void write_file_atomically(const std::string& path, std::span<const ByteRange> p
   // Unique per process and call, so concurrent savers never share a temporary file.
   std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_tmp_counter++);
   {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw_io_error(tag, "cannot create", tmp, errno);
     try {
       for (const ByteRange& r : pieces)
@@ -83,12 +72,12 @@ void write_file_atomically(const std::string& path, std::span<const ByteRange> p
     throw_io_error(tag, "cannot rename " + tmp + " to", path, err);
   }
   // The rename itself lives in the directory; sync it so the new name survives a power loss.
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd.get() >= 0) ::fsync(dfd.get());
 }
 
 std::string read_file(const std::string& path, uint64_t max_bytes, std::string_view tag) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_io_error(tag, "cannot open", path, errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw_io_error(tag, "cannot stat", path, errno);

@@ -24,6 +24,20 @@ struct ByteRange {
   size_t size;
 };
 
+// Owns a POSIX file descriptor (-1: none) and closes it.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { close(); }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int close();  // the result of ::close, 0 when there was nothing to close
+
+ private:
+  int fd_;
+};
+
 void write_file_atomically(const std::string& path, std::span<const ByteRange> pieces, std::string_view tag);
 inline void write_file_atomically(const std::string& path, std::initializer_list<ByteRange> pieces,
                                   std::string_view tag) {

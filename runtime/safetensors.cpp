@@ -321,23 +321,6 @@ void read_exact(int fd, void* data, size_t n, uint64_t offset, const std::string
   }
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { close(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int close() {
-    int rc = fd_ >= 0 ? ::close(fd_) : 0;
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 std::string encode_tensors(const std::map<std::string, Tensor>& tensors, const std::map<std::string, std::string>& metadata) {
@@ -368,7 +351,7 @@ TensorFile decode_tensors(const std::string& bytes, const std::string& source_na
 }
 
 TensorFile load_tensors(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) io_error("cannot open", path, errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) io_error("cannot stat", path, errno);
