@@ -14,6 +14,20 @@ namespace fs = std::filesystem;
 
 void save_function_graph(const std::string& dir, const GraphIR& fn_graph) {
   GraphIR g = fn_graph.clone();
+  // Calling the function runs its side effects (variable updates, prints) whatever it returns;
+  // a Session runs only what its fetches need. So every side effect hangs off one NoOp,
+  // "side_effects", and every output waits for it: fetching any output runs the whole function,
+  // and a function that returns nothing runs as the target "side_effects".
+  std::vector<int32_t> effects;
+  for (int32_t id : g.node_ids())
+    if (has_side_effect(g.node(id))) effects.push_back(id);
+  int32_t all_effects = -1;
+  if (!effects.empty()) {
+    if (g.find(kSideEffectsNode))
+      throw InvalidArgument(std::string("[save] the function already has a node named '") + kSideEffectsNode + "'");
+    all_effects = g.add_node(op_registry().get("NoOp"), {}, {}, {}, kSideEffectsNode).id;
+    for (int32_t id : effects) g.add_control_input(all_effects, id);
+  }
   // The results become named nodes, so a Session (and weft-run) can fetch "output_i:0".
   const OpDef& identity = op_registry().get("Identity");
   std::vector<Endpoint> named;
@@ -22,6 +36,7 @@ void save_function_graph(const std::string& dir, const GraphIR& fn_graph) {
     const std::string name = "output_" + std::to_string(i);
     if (g.find(name)) throw InvalidArgument("[save] the function already has a node named '" + name + "'");
     const Node& out = g.add_node(identity, {r}, {}, {g.meta(r)}, name, g.node(r.node).loc);
+    if (all_effects >= 0) g.add_control_input(out.id, all_effects);
     named.push_back({out.id, 0});
   }
   g.results = std::move(named);

@@ -2,7 +2,10 @@
 //
 //   model_dir/graph.capnp             the traced graph (runtime/graph_format.h): arguments are
 //                                     placeholders input_0, input_1, ...; results are Identity
-//                                     nodes output_0, output_1, ...
+//                                     nodes output_0, output_1, ...; the NoOp side_effects
+//                                     runs the function's variable updates and prints, and
+//                                     every output waits for it (a function that returns
+//                                     nothing runs as the target "side_effects")
 //   model_dir/variables.safetensors   the value of every variable the graph reads or writes,
 //                                     by the variable's name
 //
@@ -20,6 +23,7 @@ namespace weft {
 
 inline constexpr const char* kSavedGraphFile = "graph.capnp";
 inline constexpr const char* kSavedVariablesFile = "variables.safetensors";
+inline constexpr const char* kSideEffectsNode = "side_effects";
 
 // Writes `fn_graph` (a traced function body: args and results set) as a saved model in `dir`,
 // creating it if needed. The graph is copied; output_i Identity nodes are added to the copy.
