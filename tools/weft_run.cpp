@@ -4,7 +4,8 @@
 //   weft-run model_dir --feed input_0=x.npy                                  # prints every output_i
 //
 // A feed or fetch names a tensor: "input_0" means "input_0:0". Without --fetch, the model's
-// outputs (output_0, output_1, ...) are fetched. Any failure is one line on stderr,
+// outputs (output_0, output_1, ...) are fetched; a model without outputs runs its side effects
+// (the target "side_effects"). Any failure is one line on stderr,
 // "weft-run: error: ...", and a non-zero exit status.
 #include <cctype>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "api/graph.h"
+#include "api/saved_model.h"
 #include "api/session.h"
 #include "runtime/npy.h"
 #include "tools/tool_support.h"
@@ -67,10 +69,14 @@ void run(const Options& o) {
   }
 
   std::vector<std::string> fetches = o.fetches;
+  if (fetches.empty()) fetches = output_names(g);
   if (fetches.empty()) {
-    fetches = output_names(g);
-    if (fetches.empty())
+    // A saved function that returns nothing still has its effects to run (variable updates, prints).
+    if (!g.find(kSideEffectsNode))
       throw InvalidArgument(o.model + " has no output_0, output_1, ... nodes and no results: name what to fetch with --fetch");
+    Session(graph).run(feeds, {}, {kSideEffectsNode});
+    std::cout << o.model << " has no outputs; ran its " << kSideEffectsNode << "\n";
+    return;
   }
   std::vector<TensorRef> refs;
   std::vector<std::string> files;

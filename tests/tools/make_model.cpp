@@ -1,6 +1,7 @@
 // Writes the fixtures of the weft-run / weft-inspect tests into DIR:
 //
 //   DIR/model/                   a saved function: relu(x @ kernel + bias), its product with k, 3k - 1
+//   DIR/effects_model/           a saved function that returns nothing, only adds to a variable
 //   DIR/x.npy, DIR/k.npy         its inputs (float32 (2, 4), int32 (2, 3))
 //   DIR/expected_<i>.npy         what calling the function returned for output_i
 //   DIR/x_int.npy, DIR/x_wide.npy, DIR/garbage.npy, DIR/bad_model/   for the error cases
@@ -40,6 +41,11 @@ int main(int argc, char** argv) {
     Tensor k = constant({{1, 2, 3}, {-4, 5, -6}});
     const std::vector<Tensor> expected = model(x, k);
     model.save((dir / "model").string(), x, k);
+
+    // A function that returns nothing: weft-run runs its side effects.
+    Variable total(constant({{0, 0, 0}, {0, 0, 0}}), "total");
+    auto accumulate = weft::function([&](Tensor v) { total.assign_add(v); });
+    accumulate.save((dir / "effects_model").string(), k);
 
     save_npy((dir / "x.npy").string(), x);
     save_npy((dir / "k.npy").string(), k);
