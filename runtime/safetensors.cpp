@@ -209,10 +209,13 @@ Header parse_header(std::string_view text, uint64_t data_size, const std::string
     }
     h.entries.push_back(parse_entry(source, it.key(), it.value(), data_size));
   }
-  for (auto& [name, crc] : crcs) {
-    auto e = std::find_if(h.entries.begin(), h.entries.end(), [&](const Entry& x) { return x.name == name; });
-    if (e == h.entries.end()) corrupt(source, "a checksum is recorded for tensor " + quoted(name) + ", which is not in the file");
-    e->crc = crc;
+  // Indexed by name: a forged header may hold a million tensors and as many checksums.
+  std::map<std::string_view, Entry*> by_name;
+  for (Entry& e : h.entries) by_name.emplace(e.name, &e);
+  for (const auto& [name, crc] : crcs) {
+    auto e = by_name.find(name);
+    if (e == by_name.end()) corrupt(source, "a checksum is recorded for tensor " + quoted(name) + ", which is not in the file");
+    e->second->crc = crc;
   }
   // Overlapping tensors would alias; gaps are harmless (other writers may align their data).
   std::vector<const Entry*> by_offset;

@@ -1,0 +1,64 @@
+// Writes the fixtures of the weft-run / weft-inspect tests into DIR:
+//
+//   DIR/model/                   a saved function: relu(x @ kernel + bias), its product with k, 3k - 1
+//   DIR/effects_model/           a saved function that returns nothing, only adds to a variable
+//   DIR/x.npy, DIR/k.npy         its inputs (float32 (2, 4), int32 (2, 3))
+//   DIR/expected_<i>.npy         what calling the function returned for output_i
+//   DIR/x_int.npy, DIR/x_wide.npy, DIR/garbage.npy, DIR/bad_model/   for the error cases
+//
+// The expected outputs come from calling the traced function in this process, so weft-run must
+// reproduce them bit for bit from the saved graph and values alone.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include <weft/weft.h>
+
+#include "runtime/npy.h"
+
+using namespace weft;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: make_model DIR\n";
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  try {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "bad_model");
+
+    Variable kernel(random::normal({4, 3}, 0.0, 1.0, /*seed=*/11), "dense/kernel");
+    Variable bias(constant({0.25f, -0.5f, 0.125f}), "dense/bias");
+    auto model = weft::function([&](Tensor x, Tensor k) {
+      Tensor y = relu(matmul(x, kernel) + bias);
+      return std::vector<Tensor>{y, y * cast(k, float32), k * 3 - 1};
+    });
+
+    const std::vector<float> xs{0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f, 0.f, -2.f};
+    Tensor x = constant(xs, Shape{2, 4});
+    Tensor k = constant({{1, 2, 3}, {-4, 5, -6}});
+    const std::vector<Tensor> expected = model(x, k);
+    model.save((dir / "model").string(), x, k);
+
+    // A function that returns nothing: weft-run runs its side effects.
+    Variable total(constant({{0, 0, 0}, {0, 0, 0}}), "total");
+    auto accumulate = weft::function([&](Tensor v) { total.assign_add(v); });
+    accumulate.save((dir / "effects_model").string(), k);
+
+    save_npy((dir / "x.npy").string(), x);
+    save_npy((dir / "k.npy").string(), k);
+    for (size_t i = 0; i < expected.size(); ++i)
+      save_npy((dir / ("expected_" + std::to_string(i) + ".npy")).string(), expected[i]);
+
+    save_npy((dir / "x_int.npy").string(), cast(x, int32));                 // right shape, wrong dtype
+    save_npy((dir / "x_wide.npy").string(), constant(std::vector<float>(10, 1.f), Shape{2, 5}));  // wrong shape
+    std::ofstream(dir / "garbage.npy") << "this is not a .npy file\n";
+    std::ofstream(dir / "bad_model" / "graph.capnp") << "this is not a graph either\n";
+  } catch (const std::exception& e) {
+    std::cerr << "make_model: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+// weft-inspect: what a saved model or graph file holds, without running it.
+//
+//   weft-inspect model_dir          # nodes, ops by type, inputs, outputs, variables and their size
+//   weft-inspect graph.capnp --dot  # Graphviz DOT text: weft-inspect g.capnp --dot | dot -Tsvg
+//
+// Any failure is one line on stderr, "weft-inspect: error: ...", and a non-zero exit status.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "api/function_core.h"
+#include "api/graph.h"
+#include "tools/tool_support.h"
+
+namespace weft::tools {
+namespace {
+
+struct Options {
+  std::string path;
+  bool dot = false;
+};
+
+std::string spec(const TensorMeta& m) { return TensorSpec{m.dtype, m.shape}.to_string(); }
+
+// "401408 bytes (392.0 KiB)": exact for scripts, rounded for people.
+std::string bytes_text(uint64_t n) {
+  std::string s = std::to_string(n) + (n == 1 ? " byte" : " bytes");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  if (unit >= 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[unit]);
+    s += buf;
+  }
+  return s;
+}
+
+void print_summary(const std::string& path, const GraphIR& g) {
+  std::cout << path << ": " << g.num_nodes() << (g.num_nodes() == 1 ? " node" : " nodes") << "\n";
+
+  std::map<std::string, int> counts;
+  for (int32_t id : g.node_ids()) ++counts[g.node(id).type()];
+  std::vector<std::pair<std::string, int>> ops(counts.begin(), counts.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  size_t width = 0;
+  for (const auto& [type, n] : ops) width = std::max(width, type.size());
+  std::cout << "ops (" << ops.size() << " types):\n";
+  for (const auto& [type, n] : ops) std::cout << "  " << type << std::string(width - type.size() + 2, ' ') << n << "\n";
+
+  std::vector<const Node*> inputs;
+  for (int32_t id : g.node_ids())
+    if (g.node(id).type() == "Placeholder") inputs.push_back(&g.node(id));
+  std::cout << "inputs (" << inputs.size() << "):\n";
+  for (const Node* n : inputs) std::cout << "  " << n->name << ": " << spec(n->outputs.at(0)) << "\n";
+
+  const std::vector<std::string> outputs = output_names(g);
+  std::cout << "outputs (" << outputs.size() << "):\n";
+  for (const std::string& name : outputs) std::cout << "  " << name << ": " << spec(g.meta(g.parse_endpoint(name))) << "\n";
+
+  uint64_t total = 0;
+  std::vector<std::string> lines;
+  for (const auto& [name, state] : g.variables) {
+    const int64_t elements = state->shape.num_elements();
+    std::string line = "  " + name + ": " + TensorSpec{state->dtype, state->shape}.to_string();
+    if (elements >= 0) {
+      const uint64_t bytes = static_cast<uint64_t>(elements) * dtype_size(state->dtype);
+      total += bytes;
+      line += ", " + bytes_text(bytes);
+    }
+    if (!state->value.defined()) line += ", no value saved";
+    lines.push_back(std::move(line));
+  }
+  std::cout << "variables (" << lines.size() << ", " << bytes_text(total) << "):\n";
+  for (const std::string& line : lines) std::cout << line << "\n";
+}
+
+void inspect(const Options& o) {
+  Graph graph = Graph::load(o.path);
+  if (o.dot) std::cout << graph.to_dot();
+  else print_summary(o.path, graph.ir());
+}
+
+}  // namespace
+}  // namespace weft::tools
+
+int main(int argc, char** argv) {
+  weft::tools::Options o;
+  CLI::App app("Summarises a saved weft model or graph file: ops, inputs, outputs, variables.", "weft-inspect");
+  app.add_option("path", o.path, "a saved-model directory (Function::save) or a graph file")->required();
+  app.add_flag("--dot", o.dot, "print the graph as Graphviz DOT text instead of the summary");
+  return weft::tools::run_tool(app, argc, argv, [&] { weft::tools::inspect(o); });
+}
