@@ -223,7 +223,7 @@ class Reader {
                         attr_type_name(spec.type));
     }
     for (const auto& [name, value] : n.attrs)
-      if (std::none_of(op.attrs.begin(), op.attrs.end(), [&](const AttrSpec& s) { return s.name == name; }))
+      if (std::none_of(op.attrs.begin(), op.attrs.end(), [&name = name](const AttrSpec& s) { return s.name == name; }))
         bad_node(n, op.name + " has no attribute '" + name + "'");
     if (const AttrValue* var = n.attrs.find("var")) check_variable(g, n, std::get<std::string>(*var));
 
