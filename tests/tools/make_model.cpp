@@ -1,6 +1,7 @@
 // Writes the fixtures of the weft-run / weft-inspect tests into DIR:
 //
-//   DIR/model/                   a saved function: relu(x @ kernel + bias), its product with k, 3k - 1
+//   DIR/model/                   a saved function, trained a few steps first: relu(x @ kernel + bias),
+//                                its product with k, 3k - 1
 //   DIR/effects_model/           a saved function that returns nothing, only adds to a variable
 //   DIR/x.npy, DIR/k.npy         its inputs (float32 (2, 4), int32 (2, 3))
 //   DIR/expected_<i>.npy         what calling the function returned for output_i
@@ -39,6 +40,16 @@ int main(int argc, char** argv) {
     const std::vector<float> xs{0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f, 0.f, -2.f};
     Tensor x = constant(xs, Shape{2, 4});
     Tensor k = constant({{1, 2, 3}, {-4, 5, -6}});
+
+    // Trained first, so the saved values are the trained ones, not the initial ones.
+    optim::Adam opt(0.05);
+    Tensor target = constant({{1.f, 0.f, 2.f}, {0.f, 3.f, 1.f}});
+    std::vector<Variable> vars{kernel, bias};
+    for (int step = 0; step < 5; ++step) {
+      GradientTape tape;
+      Tensor loss = reduce_mean(square(relu(matmul(x, kernel) + bias) - target));
+      opt.apply_gradients(tape.gradient(loss, vars), vars);
+    }
     const std::vector<Tensor> expected = model(x, k);
     model.save((dir / "model").string(), x, k);
 
