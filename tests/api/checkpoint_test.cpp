@@ -4,6 +4,8 @@
 #include "api/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,19 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft_ckpt_XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : testing::TempDir("weft_ckpt") {}
 };
 
 template <class E, class F>

@@ -4,6 +4,8 @@
 #include "runtime/npy.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,18 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft_npy_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : throw std::runtime_error("mkdtemp failed");
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  TempDir() : testing::TempDir("weft_npy") {}
 };
 
 std::string bytes_of(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
