@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "temp_dir.h"
+#include "tensor_test_util.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,18 +32,6 @@ class TempDir : public testing::TempDir {
  public:
   TempDir() : testing::TempDir("weft_ckpt") {}
 };
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 std::vector<std::string> paths_of(const Checkpoint& c) {
   std::vector<std::string> out;

@@ -29,6 +29,7 @@
 #include "kernels/register_all.h"
 #include "runtime/proto/graph.capnp.h"
 #include "runtime/safetensors.h"
+#include "tensor_test_util.h"
 
 namespace weft {
 namespace {
@@ -42,14 +43,7 @@ fs::path scratch(const std::string& name) {
   return p;
 }
 
-void expect_same_bits(const Tensor& a, const Tensor& b) {
-  ASSERT_EQ(a.dtype(), b.dtype());
-  ASSERT_EQ(a.shape(), b.shape());
-  std::vector<char> x(a.nbytes()), y(b.nbytes());
-  if (!x.empty()) a.copy_to_host(x.data());
-  if (!y.empty()) b.copy_to_host(y.data());
-  EXPECT_EQ(x, y);
-}
+void expect_same_bits(const Tensor& a, const Tensor& b) { EXPECT_TRUE(same_bytes(a, b)) << a << " vs " << b; }
 
 // Decodes `bytes`, lets `edit` change the message, and encodes it again: how the damage tests
 // forge files that are valid Cap'n Proto but wrong graphs.
@@ -91,13 +85,7 @@ proto::Node::Builder node_named(proto::GraphFile::Builder f, const std::string& 
 
 template <class E>
 void expect_refused(const std::string& bytes, const std::string& needle) {
-  try {
-    decode_graph(bytes, "forged.capnp");
-    ADD_FAILURE() << "decoded a file that should be refused (" << needle << ")";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("forged.capnp"), std::string::npos) << e.what();
-  }
+  expect_error<E>([&] { decode_graph(bytes, "forged.capnp"); }, {needle, "forged.capnp"});
 }
 
 TEST(GraphFormat, RoundTripKeepsNodesAttributesDevicesAndSourceLines) {

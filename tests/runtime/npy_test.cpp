@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "temp_dir.h"
+#include "tensor_test_util.h"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -43,48 +44,17 @@ std::string dict(const std::string& descr, const std::string& shape, const std::
   return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }\n";
 }
 
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
 // A damaged file: DataLoss naming the source ("bad.npy") and `what`.
 void expect_corrupt(const std::string& bytes, std::initializer_list<std::string> what) {
   std::vector<std::string> parts{"[npy] bad.npy: "};
   parts.insert(parts.end(), what.begin(), what.end());
-  try {
-    decode_npy(bytes, "bad.npy");
-    ADD_FAILURE() << "no exception";
-  } catch (const DataLoss& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
-Tensor random_tensor(DType dtype, Shape shape, std::mt19937& rng) {
-  Tensor t = Tensor::empty(dtype, std::move(shape));
-  auto* p = static_cast<unsigned char*>(t.raw_data());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<unsigned char>(dtype == bool_ ? rng() & 1 : rng());
-  return t;
+  expect_error<DataLoss>([&] { decode_npy(bytes, "bad.npy"); }, parts);
 }
 
 template <class T>
 double as_double(T v) {
   if constexpr (std::is_same_v<T, Half>) return static_cast<double>(half_to_float(v));
   else return static_cast<double>(v);
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
 }
 
 // What numpy 2.4 writes for np.save(f, np.arange(6, dtype='<i4').reshape(2, 3)), byte for byte.

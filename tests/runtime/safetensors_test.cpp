@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "temp_dir.h"
+#include "tensor_test_util.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -32,30 +33,6 @@ std::string le64(uint64_t n) {
 
 // A file from its header text and data, the length prefix computed.
 std::string file_of(const std::string& header, const std::string& data = "") { return le64(header.size()) + header + data; }
-
-template <class E, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
-
-Tensor random_tensor(DType dtype, Shape shape, std::mt19937& rng) {
-  Tensor t = Tensor::empty(dtype, std::move(shape));
-  auto* p = static_cast<unsigned char*>(t.raw_data());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<unsigned char>(dtype == bool_ ? rng() & 1 : rng());
-  return t;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
-}
 
 TEST(Safetensors, HandWrittenFileDecodes) {
   // What Python's safetensors writes for {"a": np.array([1, -2], np.float32)}: no checksums.
