@@ -10,10 +10,10 @@
 // its shape. Every op computes exactly what its unfused kernel computes (math.cpp, nn.cpp), in the
 // same order, so results are bitwise equal to the unfused chain.
 //
-// FusedMatMul computes C = act(A B + bias) a band of rows at a time: a GEMM on the band, then the
-// epilogue on the band while it is still in cache, instead of two more passes over all of C.
-#include <cblas.h>
-
+// FusedMatMul computes C = act(A B + bias): with weft's own GEMM (gemm.h), bias and relu are
+// applied to each tile of C in registers before it is stored; otherwise a band of rows at a time,
+// a GEMM on the band and then the epilogue on the band while it is still in cache, instead of two
+// more passes over all of C.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +22,7 @@
 
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/defs/fused.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -256,18 +257,6 @@ void epilogue_rows(T* c, const T* bias, int64_t rows, int64_t n, Act act) {
   }
 }
 
-template <class T>
-void gemm_rows(bool ta, bool tb, int64_t rows, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-               int64_t ldb, T* c) {
-  const auto at = ta ? CblasTrans : CblasNoTrans;
-  const auto bt = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, at, bt, rows, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-  } else {
-    cblas_dgemm(CblasRowMajor, at, bt, rows, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
-  }
-}
-
 Act parse_activation(const KernelContext& ctx) {
   const AttrValue* v = ctx.attrs.find("activation");
   const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
@@ -302,15 +291,31 @@ void fused_matmul_kernel(KernelContext& ctx) {
   T* c = static_cast<T*>(ctx.output(0).raw_data());
   if (m == 0 || n == 0) return;
 
-  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
-  const int64_t band = std::max(kMinBandRows, kBandBytes / row_bytes);
+  const GemmArgs g{m, n, k, ta, tb, lda, ldb, n};
   ThreadPool& pool = ctx.pool();
   const int64_t row_grain = std::max<int64_t>(1, (act == Act::kNone || act == Act::kRelu ? kCheapGrain : kExpensiveGrain) / n);
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_own_sgemm(g)) {
+      // Bias and relu are applied to each tile in registers; other activations in a second pass.
+      const bool in_registers = act == Act::kNone || act == Act::kRelu;
+      sgemm(pool, g, a, b, c, {in_registers ? bias : nullptr, act == Act::kRelu});
+      if (!in_registers)
+        pool.parallel_for(m, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(c + s * n, bias, e - s, n, act); });
+      return;
+    }
+  }
+  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
+  const int64_t band = std::max(kMinBandRows, kBandBytes / row_bytes);
   for (int64_t r0 = 0; r0 < m; r0 += band) {
     const int64_t rows = std::min(band, m - r0);
     T* cb = c + r0 * n;
-    if (k == 0) std::fill(cb, cb + rows * n, T(0));
-    else gemm_rows<T>(ta, tb, rows, n, k, ta ? a + r0 : a + r0 * lda, lda, b, ldb, cb);
+    if (k == 0) {
+      std::fill(cb, cb + rows * n, T(0));
+    } else {
+      GemmArgs part = g;
+      part.m = rows;
+      blas_gemm<T>(part, ta ? a + r0 : a + r0 * lda, b, cb);
+    }
     pool.parallel_for(rows, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(cb + s * n, bias, e - s, n, act); });
   }
 }

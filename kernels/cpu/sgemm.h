@@ -1,0 +1,42 @@
+// weft's own float GEMM for CPUs with AVX-512: C = op(A) op(B), row-major, optionally followed by
+// `act(C + bias)` applied while each tile of C is still in registers (the epilogue of FusedMatMul).
+//
+//   if (sgemm_available()) sgemm(pool, g, a, b, c, {.bias = bias, .relu = true});
+//
+// gemm.h decides when to use it instead of OpenBLAS.
+//
+// Why not OpenBLAS for these: the products of an MLP are tall and narrow (60000x784 by 784x128)
+// or small (256x784 by 784x128), and there OpenBLAS zeroes C before accumulating into it, packs
+// both operands on every call, and spins its own threads beside weft's pool. This GEMM packs B
+// once per call, packs A a cache block at a time, writes C once (epilogue included), and threads
+// on weft's pool. Each element of C sums over k in the same order whatever the thread count, so
+// results are deterministic and equal between eager and traced runs.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/thread_pool.h"
+
+namespace weft::cpu {
+
+// C = op(A) op(B): m x n, inner dimension k; op transposes when ta/tb; leading dimensions of the
+// operands as stored, row-major.
+struct GemmArgs {
+  int64_t m, n, k;
+  bool ta, tb;
+  int64_t lda, ldb, ldc;
+};
+
+struct SgemmEpilogue {
+  const float* bias = nullptr;  // n floats added to every row of C, or none
+  bool relu = false;            // then max(0, x), NaN passing through as relu_of does
+};
+
+// True when this CPU has AVX-512F; sgemm must not be called otherwise.
+bool sgemm_available();
+
+// Requires g.k > 0 and lda/ldb/ldc consistent with the row-major layout of each operand.
+void sgemm(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, float* c,
+           const SgemmEpilogue& epilogue = {});
+
+}  // namespace weft::cpu
