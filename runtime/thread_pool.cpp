@@ -1,19 +1,43 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace weft {
 
 struct Batch {
   std::mutex mu;
   std::condition_variable done_cv;
-  int pending = 0;
-  std::exception_ptr error;
+  std::atomic<int> pending{0};  // decremented under mu, so a waiter that saw 0 and then took mu
+                                // knows no worker touches the batch any more
+  bool waiting = false;         // the caller sleeps on done_cv; guarded by mu
+  std::exception_ptr error;     // guarded by mu
 };
 
 namespace {
+
 thread_local const void* t_worker_of = nullptr;
+
+// Spins until done() or about kSpin has passed; true when done() became true. Polls first, then
+// yields the core to any other runnable thread. No pause instruction: under a hypervisor a pause
+// loop gets the virtual CPU descheduled (pause-loop exiting), which costs more than it saves.
+template <class Done>
+bool spin_until(Done&& done) {
+  constexpr auto kSpin = std::chrono::microseconds(200);
+  constexpr int kPolls = 50000;
+  for (int i = 0; i < kPolls; ++i) {
+    if (done()) return true;
+    asm volatile("" ::: "memory");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::yield();
+  }
+  return done();
 }
+
+}  // namespace
 
 bool ThreadPool::in_worker() { return t_worker_of != nullptr; }
 
@@ -35,13 +59,19 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop() {
   t_worker_of = this;
   for (;;) {
+    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0 || stop_.load(std::memory_order_relaxed); });
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty() && !stop_) {
+        ++sleepers_;
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        --sleepers_;
+      }
       if (queue_.empty()) return;  // stopping
       job = std::move(queue_.back());
       queue_.pop_back();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     std::exception_ptr err;
     try {
@@ -52,7 +82,7 @@ void ThreadPool::worker_loop() {
     Batch* b = job.batch;
     std::lock_guard<std::mutex> lock(b->mu);
     if (err && !b->error) b->error = err;
-    if (--b->pending == 0) b->done_cv.notify_one();
+    if (b->pending.fetch_sub(1, std::memory_order_acq_rel) == 1 && b->waiting) b->done_cv.notify_one();
   }
 }
 
@@ -66,6 +96,7 @@ void ThreadPool::run_chunks(int64_t n, int64_t grain,
   auto chunk_begin = [&](int64_t c) { return c * per + std::min(c, extra); };
   Batch batch;
   batch.pending = static_cast<int>(chunks - 1);
+  int sleepers = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int64_t c = 1; c < chunks; ++c) {
@@ -76,16 +107,23 @@ void ThreadPool::run_chunks(int64_t n, int64_t grain,
       j.batch = &batch;
       queue_.push_back(std::move(j));
     }
+    queued_.fetch_add(static_cast<int>(chunks - 1), std::memory_order_release);
+    sleepers = sleepers_;
   }
-  if (chunks > 2) cv_.notify_all(); else cv_.notify_one();
+  if (sleepers > 1 && chunks > 2) cv_.notify_all();
+  else if (sleepers > 0) cv_.notify_one();
   std::exception_ptr err;
   try {
     fn(0, chunk_begin(1));
   } catch (...) {
     err = std::current_exception();
   }
-  std::unique_lock<std::mutex> lock(batch.mu);
-  batch.done_cv.wait(lock, [&] { return batch.pending == 0; });
+  spin_until([&] { return batch.pending.load(std::memory_order_acquire) == 0; });
+  {
+    std::unique_lock<std::mutex> lock(batch.mu);
+    batch.waiting = true;
+    batch.done_cv.wait(lock, [&] { return batch.pending.load(std::memory_order_acquire) == 0; });
+  }
   if (err) std::rethrow_exception(err);
   if (batch.error) std::rethrow_exception(batch.error);
 }

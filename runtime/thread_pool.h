@@ -3,11 +3,15 @@
 //   ThreadPool& pool = cpu_device()->pool();
 //   pool.parallel_for(n, /*grain=*/1 << 14, [&](int64_t begin, int64_t end) { ... });
 //
-// The calling thread works too, so a pool of N threads owns N-1 workers. Workers sleep on a
-// condition variable between jobs rather than spin: a spinning pool steals the cores OpenBLAS
-// needs for the matmul that runs right after an elementwise op.
+// The calling thread works too, so a pool of N threads owns N-1 workers. Between jobs a worker
+// spins for a short while (kSpin) before it sleeps on a condition variable, and a caller waiting
+// for its chunks does the same: waking a sleeping thread costs 50-80 us on the virtual machines
+// weft is measured on, more than most kernels take, while the next parallel kernel of a graph
+// usually starts within microseconds. The spin is bounded, and yields after its first part, so an
+// idle pool leaves the cores to OpenBLAS and to other processes.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -54,8 +58,10 @@ class ThreadPool {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Job> queue_;
-  bool stop_ = false;
+  std::vector<Job> queue_;       // guarded by mu_
+  std::atomic<int> queued_{0};   // queue_.size(), for spinning without the lock
+  int sleepers_ = 0;             // workers waiting on cv_; guarded by mu_
+  std::atomic<bool> stop_{false};
   std::vector<std::thread> workers_;
 };
 
