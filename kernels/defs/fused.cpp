@@ -32,8 +32,11 @@ int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t
   if (count > kMaxInstructions)
     return fail("program has " + std::to_string(count) + " instructions; at most " + std::to_string(kMaxInstructions));
   // Which registers hold a value: the inputs at first, then whatever has been written.
-  bool defined[kMaxRegisters] = {};
+  // Only the first num_registers entries are used: initialising all kMaxRegisters showed up in the
+  // per-call cost of small fused kernels.
+  bool defined[kMaxRegisters];
   std::fill(defined, defined + num_inputs, true);
+  std::fill(defined + num_inputs, defined + num_registers, false);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t op = program[4 * i], dst = program[4 * i + 1], a = program[4 * i + 2], b = program[4 * i + 3];
     // Built only on failure: the kernel decodes on every call.
