@@ -187,7 +187,8 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
     std::lock_guard lock(mu_);
     exec = find_or_trace(args, static_key, body).executor.get();
   }
-  return exec->run(args);
+  // find_or_trace matched the arguments against the signature the graph was traced for.
+  return exec->run_checked_feeds(args);
 }
 
 std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,

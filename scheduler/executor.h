@@ -43,6 +43,9 @@ class Executor {
   ~Executor();
 
   std::vector<Tensor> run(std::span<const Tensor> feeds) const;
+  // run() without checking each feed's dtype and shape against its placeholder, for a caller that
+  // has just checked the same thing (weft::function matches every call against its signature).
+  std::vector<Tensor> run_checked_feeds(std::span<const Tensor> feeds) const;
 
   const GraphIR& graph() const { return *graph_; }
   // How many nodes a run executes (after cutting at the feeds).
