@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weft::bench {
@@ -21,6 +22,28 @@ double seconds_per_call(F&& f, int calls, int repeats = 5) {
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count() / calls);
   }
   return best;
+}
+
+// Best per-call times of f and g, measured in alternating rounds of `calls` calls each, so that
+// both see the same states of a shared machine: two best-ofs taken one after the other compare
+// two moments as much as two implementations.
+template <class F, class G>
+std::pair<double, double> seconds_per_call_paired(F&& f, G&& g, int calls, int rounds = 20) {
+  for (int i = 0; i < std::max(1, calls / 10); ++i) {
+    f();
+    g();
+  }
+  double best_f = 1e30, best_g = 1e30;
+  auto time = [calls](auto& fn) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+  };
+  for (int r = 0; r < rounds; ++r) {
+    best_f = std::min(best_f, time(f));
+    best_g = std::min(best_g, time(g));
+  }
+  return {best_f, best_g};
 }
 
 struct Row {

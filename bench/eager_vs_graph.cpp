@@ -103,8 +103,9 @@ void relu_add(std::vector<Row>& rows, bool quick) {
   Tensor a = constant({1.f, -2.f, 3.f, -4.f}), b = constant({0.5f, 0.5f, -5.f, 5.f});
   auto add_then_relu = function([](Tensor p, Tensor q) { return relu(p + q); });
   const int calls = quick ? 20000 : 100000;
-  double eager = bench::seconds_per_call([&] { Tensor y = relu(a + b); }, calls);
-  double graph = bench::seconds_per_call([&] { Tensor y = add_then_relu(a, b); }, calls);
+  // 20 alternating rounds of 5000 calls each.
+  auto [eager, graph] = bench::seconds_per_call_paired([&] { Tensor y = relu(a + b); },
+                                                       [&] { Tensor y = add_then_relu(a, b); }, calls / 20);
   std::string peer = "n/a", ratio = "n/a";
 #ifdef WEFT_HAVE_TORCH
   torch::NoGradGuard no_grad;
@@ -127,8 +128,8 @@ void keras_models(std::vector<Row>& rows, bool quick) {
     auto eager_call = [&](const Tensor& in) { return model(reshape(in, {60, 784})); };
     auto traced = function([&](Tensor in) { return eager_call(in); });
     const int calls = deep ? (quick ? 10 : 50) : (quick ? 200 : 1000);
-    double e = bench::seconds_per_call([&] { Tensor y = eager_call(x); }, calls, 3);
-    double g = bench::seconds_per_call([&] { Tensor y = traced(x); }, calls, 3);
+    auto [e, g] = bench::seconds_per_call_paired([&] { Tensor y = eager_call(x); }, [&] { Tensor y = traced(x); },
+                                                 calls / 5, 5);
     std::string peer = "n/a", ratio = "n/a";
 #ifdef WEFT_HAVE_TORCH
     torch::NoGradGuard no_grad;
@@ -169,8 +170,8 @@ void train_step(std::vector<Row>& rows, bool quick) {
   const int64_t peak_eager = peak_of([&] { step(eager_model, eager_sgd, x, y).item<float>(); });
   const int64_t peak_traced = peak_of([&] { traced(x, y).item<float>(); });
   const int calls = quick ? 50 : 200;
-  double e = bench::seconds_per_call([&] { step(eager_model, eager_sgd, x, y).item<float>(); }, calls);
-  double g = bench::seconds_per_call([&] { traced(x, y).item<float>(); }, calls);
+  auto [e, g] = bench::seconds_per_call_paired([&] { step(eager_model, eager_sgd, x, y).item<float>(); },
+                                               [&] { traced(x, y).item<float>(); }, calls / 10, 10);
   std::string peer = "n/a", ratio = "n/a";
 #ifdef WEFT_HAVE_TORCH
   double best = 1e30;
