@@ -158,8 +158,8 @@ class Function {
   }
 
   template <class... Args>
-  static void collect(Tensor* tensors, std::string& key, const Args&... args) {
-    size_t k = 0;
+  static void collect([[maybe_unused]] Tensor* tensors, [[maybe_unused]] std::string& key, const Args&... args) {
+    [[maybe_unused]] size_t k = 0;  // unused by a function of no arguments
     (
         [&] {
           if constexpr (function_detail::is_tensor_v<Args>) tensors[k++] = args;

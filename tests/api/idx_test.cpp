@@ -157,7 +157,8 @@ TEST_F(IdxTest, BadHeadersAreDataLoss) {
   for (const std::string& p : write_both("short", Bytes{0, 0, 8})) expect_error<DataLoss>(p);
   for (const std::string& p : write_both("nothing", Bytes{})) expect_error<DataLoss>(p);
   Bytes dims_cut = header(0x08, {2, 3});
-  dims_cut.resize(dims_cut.size() - 2);
+  dims_cut.pop_back();  // two bytes short (resize(size() - 2) draws a false -Wstringop-overflow)
+  dims_cut.pop_back();
   for (const std::string& p : write_both("dims", dims_cut)) expect_error<DataLoss>(p);
   // A gzip stream that breaks off in the middle.
   Bytes good = header(0x08, {4096}) + Bytes(4096, 7);
