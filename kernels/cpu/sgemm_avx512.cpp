@@ -73,51 +73,35 @@ KBlocks split_k(int64_t k) {
   return {count, size};
 }
 
-inline float elem_a(const GemmArgs& g, const float* a, int64_t i, int64_t k) {
-  return g.ta ? a[k * g.lda + i] : a[i * g.lda + k];
+// Packs a panel of W lines (rows of A, or columns of B) over K block [k0, k0 + kc): kc x W floats,
+// line w of step k at dst[k * W + w], lines past `lines` zero. `src` points at element (k0, w0);
+// the operand stores step k of line w at src[k * ld + w] when `lines_contiguous`, else at
+// src[w * ld + k].
+template <int W>
+void pack_panel(const float* src, int64_t ld, bool lines_contiguous, int64_t lines, int64_t kc, float* dst) {
+  if (lines_contiguous) {
+    for (int64_t k = 0; k < kc; ++k) {
+      float* d = dst + k * W;
+      std::copy(src + k * ld, src + k * ld + lines, d);
+      std::fill(d + lines, d + W, 0.0f);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < kc; ++k) std::fill(dst + k * W + lines, dst + (k + 1) * W, 0.0f);
+  for (int64_t w = 0; w < lines; ++w)
+    for (int64_t k = 0; k < kc; ++k) dst[k * W + w] = src[w * ld + k];
 }
 
-// Packs B into panels of NR columns, zero-padded on the right: the panel of K block kb and column
-// panel q starts at kb_begin * n_pad + q * kb_len * NR and holds kb_len rows of NR floats.
+// B's panel of columns [j0, j0 + NR) and A's panel of rows [i0, i0 + MR) over K block [k0, k0 + kc).
 template <int NR>
 void pack_b_panel(const GemmArgs& g, const float* b, int64_t k0, int64_t kc, int64_t j0, float* dst) {
-  const int64_t cols = std::min<int64_t>(NR, g.n - j0);
-  if (!g.tb) {
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = b + (k0 + k) * g.ldb + j0;
-      float* d = dst + k * NR;
-      std::copy(src, src + cols, d);
-      std::fill(d + cols, d + NR, 0.0f);
-    }
-    return;
-  }
-  // B stored transposed (n x k): column j of op(B) is a row of b, read along k.
-  for (int64_t k = 0; k < kc; ++k) std::fill(dst + k * NR + cols, dst + (k + 1) * NR, 0.0f);
-  for (int64_t j = 0; j < cols; ++j) {
-    const float* src = b + (j0 + j) * g.ldb + k0;
-    for (int64_t k = 0; k < kc; ++k) dst[k * NR + j] = src[k];
-  }
+  const float* src = g.tb ? b + j0 * g.ldb + k0 : b + k0 * g.ldb + j0;
+  pack_panel<NR>(src, g.ldb, !g.tb, std::min<int64_t>(NR, g.n - j0), kc, dst);
 }
-
-// Packs rows [i0, i0 + rows) of A over K block [k0, k0 + kc) into one MR-row panel (kc x MR),
-// zero-padded below.
 template <int MR>
-void pack_a_panel(const GemmArgs& g, const float* a, int64_t i0, int64_t rows, int64_t k0, int64_t kc, float* dst) {
-  if (g.ta) {  // A stored transposed (k x m): the MR values of one k are contiguous
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* src = a + (k0 + k) * g.lda + i0;
-      float* d = dst + k * MR;
-      std::copy(src, src + rows, d);
-      std::fill(d + rows, d + MR, 0.0f);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = a + (i0 + i) * g.lda + k0;
-    for (int64_t k = 0; k < kc; ++k) dst[k * MR + i] = src[k];
-  }
-  for (int64_t i = rows; i < MR; ++i)
-    for (int64_t k = 0; k < kc; ++k) dst[k * MR + i] = 0.0f;
+void pack_a_panel(const GemmArgs& g, const float* a, int64_t i0, int64_t k0, int64_t kc, float* dst) {
+  const float* src = g.ta ? a + k0 * g.lda + i0 : a + i0 * g.lda + k0;
+  pack_panel<MR>(src, g.lda, g.ta, std::min<int64_t>(MR, g.m - i0), kc, dst);
 }
 
 // Where one tile's results go: `rows` x (valid columns, as masks) of C at c; accumulate onto what
@@ -216,7 +200,7 @@ class Driver {
         // Full panels of a row-major A are read in place; transposed A and the last partial
         // panel are packed.
         for (int64_t p = pb; p < pe; ++p)
-          if (!direct_a(p)) pack_a_panel<MR>(g_, a_, p * MR, std::min<int64_t>(MR, g_.m - p * MR), k0, kc, packed_a + (p - pb) * kc * MR);
+          if (!direct_a(p)) pack_a_panel<MR>(g_, a_, p * MR, k0, kc, packed_a + (p - pb) * kc * MR);
         const bool last = kb + 1 == kb_.count;
         for (int64_t q = q0; q < q1; ++q) {
           __mmask16 masks[NV];
