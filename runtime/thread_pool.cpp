@@ -18,23 +18,22 @@ namespace {
 
 thread_local const void* t_worker_of = nullptr;
 
-// Spins until done() or about kSpin has passed; true when done() became true. Polls first, then
+// Spins until done() or about kSpin has passed; the caller checks again under its lock. Polls first, then
 // yields the core to any other runnable thread. No pause instruction: under a hypervisor a pause
 // loop gets the virtual CPU descheduled (pause-loop exiting), which costs more than it saves.
 template <class Done>
-bool spin_until(Done&& done) {
+void spin_until(Done&& done) {
   constexpr auto kSpin = std::chrono::microseconds(200);
   constexpr int kPolls = 50000;
   for (int i = 0; i < kPolls; ++i) {
-    if (done()) return true;
+    if (done()) return;
     asm volatile("" ::: "memory");
   }
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
+    if (done()) return;
     std::this_thread::yield();
   }
-  return done();
 }
 
 }  // namespace
