@@ -342,18 +342,20 @@ void Executor::run_parallel(RunState& st) const {
   if (st.error) std::rethrow_exception(st.error);
 }
 
-std::vector<Tensor> Executor::run(std::span<const Tensor> feeds) const {
-  if (feeds.size() != spec_.feeds.size())
+void Executor::check_feed_count(size_t count) const {
+  if (count != spec_.feeds.size())
     throw InvalidArgument("[executor] expected " + std::to_string(spec_.feeds.size()) + " feeds, got " +
-                          std::to_string(feeds.size()));
+                          std::to_string(count));
+}
+
+std::vector<Tensor> Executor::run(std::span<const Tensor> feeds) const {
+  check_feed_count(feeds.size());
   for (size_t i = 0; i < feeds.size(); ++i) check_feed(i, feeds[i]);
   return run_checked_feeds(feeds);
 }
 
 std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) const {
-  if (feeds.size() != spec_.feeds.size())
-    throw InvalidArgument("[executor] expected " + std::to_string(spec_.feeds.size()) + " feeds, got " +
-                          std::to_string(feeds.size()));
+  check_feed_count(feeds.size());
   // One run state is kept for reuse, so that a call of a small graph allocates almost nothing;
   // a concurrent run finding it taken makes its own.
   std::unique_ptr<RunState> st(spare_.exchange(nullptr, std::memory_order_acquire));

@@ -62,6 +62,7 @@ class Executor {
   void run_sequential(RunState& state) const;
   void run_parallel(RunState& state) const;
   void check_feed(size_t i, const Tensor& value) const;
+  void check_feed_count(size_t count) const;
   const Executor& body_executor(const GraphIR& body) const;
 
   std::shared_ptr<const GraphIR> graph_;
