@@ -20,6 +20,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -119,26 +120,28 @@ class Function {
   template <class... Args>
   auto operator()(Args&&... args) {
     using R = std::invoke_result_t<F&, Args...>;
-    std::array<Tensor, count_tensors<Args...>()> tensors;
+    // The arguments outlive the call, so the tensors are borrowed: a call of a small graph is
+    // made of little more than such reference-count updates.
+    BorrowedTensors<count_tensors<Args...>()> tensors;
     std::string key;
     collect(tensors.data(), key, args...);
     auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
       return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
     };
-    return function_detail::from_results<R>(core_->call(tensors, key, FunctionBody(body)));
+    return function_detail::from_results<R>(core_->call(tensors.span(), key, FunctionBody(body)));
   }
 
   // The optimised graph for this signature, tracing it if needed.
   template <class... Args>
   Graph graph(Args&&... args) {
     using R = std::invoke_result_t<F&, Args...>;
-    std::array<Tensor, count_tensors<Args...>()> tensors;
+    BorrowedTensors<count_tensors<Args...>()> tensors;
     std::string key;
     collect(tensors.data(), key, args...);
     auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
       return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
     };
-    return Graph(core_->graph_for(tensors, key, FunctionBody(body)));
+    return Graph(core_->graph_for(tensors.span(), key, FunctionBody(body)));
   }
 
   // Writes the graph traced for this signature (tracing it if needed) and the values of the
@@ -152,6 +155,19 @@ class Function {
   FunctionCore& core() const { return *core_; }
 
  private:
+  template <size_t N>
+  struct BorrowedTensors {
+    std::array<Tensor, N> tensors;
+    BorrowedTensors() = default;
+    BorrowedTensors(const BorrowedTensors&) = delete;
+    BorrowedTensors& operator=(const BorrowedTensors&) = delete;
+    ~BorrowedTensors() {
+      for (Tensor& t : tensors) t.forget_borrowed();
+    }
+    Tensor* data() { return tensors.data(); }
+    std::span<const Tensor> span() const { return tensors; }
+  };
+
   template <class... Args>
   static constexpr size_t count_tensors() {
     return (size_t{0} + ... + (function_detail::is_tensor_v<Args> ? 1 : 0));
@@ -162,7 +178,7 @@ class Function {
     [[maybe_unused]] size_t k = 0;  // unused by a function of no arguments
     (
         [&] {
-          if constexpr (function_detail::is_tensor_v<Args>) tensors[k++] = args;
+          if constexpr (function_detail::is_tensor_v<Args>) tensors[k++] = Tensor::borrowed(args);
           else function_detail::append_key(key, args);
         }(),
         ...);

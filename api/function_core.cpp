@@ -135,6 +135,7 @@ void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const 
   history_ = ((history_ << 1) | (traced ? 1u : 0u)) & 0x3ffu;
   ++calls_;
   last_ = used;
+  steady_.store(history_ == 0 && calls_ >= 10 ? used : nullptr, std::memory_order_release);
   if (!warned_ && calls_ >= 5 && std::popcount(history_) >= 5 && tracing_count_ > 1) {
     warned_ = true;
     std::cerr << "weft: warning: function '" << options_.name << "' traced " << std::popcount(history_)
@@ -182,8 +183,13 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
   // Called while another function traces: inline into that trace. With tracing off, or while a
   // tape outside records (it needs to see the ops to differentiate them): run eagerly.
   if (current_builder() || functions_run_eagerly() || !eager_context().observers.empty()) return body(args);
-  const Executor* exec;
-  {
+  const Executor* exec = nullptr;
+  if (const Concrete* steady = steady_.load(std::memory_order_acquire)) {
+    bool plain = true;  // concrete tensors; anything else takes the slow path and its errors
+    for (const Tensor& t : args) plain &= t.defined() && !t.is_symbolic();
+    if (plain && steady->matches(args, static_key)) exec = steady->executor.get();
+  }
+  if (!exec) {
     std::lock_guard lock(mu_);
     exec = find_or_trace(args, static_key, body).executor.get();
   }

@@ -2,9 +2,10 @@
 // call signature, tracing, the pass pipeline, the executors, and the retracing warning.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <mutex>
 #include <span>
 #include <string>
@@ -84,6 +85,10 @@ class FunctionCore {
   bool warned_ = false;
   const Concrete* last_ = nullptr;  // the trace the previous call used
   std::string last_retrace_cause_;
+  // The trace every one of the last 10 calls used, while that holds. A call that matches it needs
+  // neither the lock nor the bookkeeping: the retracing history would only shift in another zero.
+  // Traces live as long as this object, so the pointer never dangles.
+  std::atomic<const Concrete*> steady_{nullptr};
 };
 
 }  // namespace weft

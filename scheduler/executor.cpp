@@ -45,12 +45,21 @@ struct Executor::RunState {
         readers(new std::atomic<int32_t>[static_cast<size_t>(exec.num_values_)]),
         pending(new std::atomic<int32_t>[exec.plan_.size()]),
         ctx(exec) {}
+  // Relaxed stores are plain moves; a parallel run hands its work to the pool through a mutex,
+  // which orders them before any worker's reads.
   void reset(const Executor& exec) {
-    for (int32_t v = 0; v < exec.num_values_; ++v) readers[v].store(exec.value_readers_[static_cast<size_t>(v)]);
-    for (size_t s = 0; s < exec.plan_.size(); ++s) pending[s].store(exec.plan_[s].pending);
-    failed = false;
+    for (int32_t v = 0; v < exec.num_values_; ++v)
+      readers[v].store(exec.value_readers_[static_cast<size_t>(v)], std::memory_order_relaxed);
+    for (size_t s = 0; s < exec.plan_.size(); ++s) pending[s].store(exec.plan_[s].pending, std::memory_order_relaxed);
+    failed.store(false, std::memory_order_relaxed);
     error = nullptr;
     outstanding = 0;
+  }
+  // Drops the run's hold on value v: a fed value is only borrowed from the caller's span.
+  void release(const Executor& exec, int32_t v) {
+    Tensor& t = values[static_cast<size_t>(v)];
+    if (v < exec.num_feeds_) t.forget_borrowed();
+    else t = Tensor();
   }
   std::vector<Tensor> values;
   std::vector<Tensor> scratch;  // a step's inputs and outputs (sequential runs)
@@ -77,6 +86,20 @@ DType choose_kernel_dtype(const Node& n, const GraphIR& g) {
 bool exclusively_owned(const Tensor& t, int32_t extra_handles) {
   const TensorImpl* impl = t.impl_or_null();
   return impl && impl->ref_count() == 1 + extra_handles && impl->buffer && impl->buffer->ref_count() == 1;
+}
+
+// Counts one read of a value; true when it was the last. A sequential run owns its run state
+// alone, so it needs no atomic read-modify-write: each is a locked instruction of ~20 cycles, and
+// a call of a small graph is made of little else.
+template <bool kConcurrent>
+bool count_last_read(std::atomic<int32_t>& readers) {
+  if constexpr (kConcurrent) {
+    return readers.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  } else {
+    const int32_t left = readers.load(std::memory_order_relaxed) - 1;
+    readers.store(left, std::memory_order_relaxed);
+    return left == 0;
+  }
 }
 
 [[noreturn]] void rethrow_for(const Node& n) {
@@ -125,7 +148,8 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
   }
 
   // Value ids: the feeds first, then every planned node's outputs.
-  num_values_ = static_cast<int32_t>(spec_.feeds.size());
+  num_feeds_ = static_cast<int32_t>(spec_.feeds.size());
+  num_values_ = num_feeds_;
   std::vector<int32_t> plan_index(static_cast<size_t>(g.id_bound()), -1);
   for (int32_t id : g.topological_order()) {
     if (!needed[static_cast<size_t>(id)]) continue;
@@ -244,21 +268,30 @@ void Executor::check_feed(size_t i, const Tensor& value) const {
                           value.shape().to_string());
 }
 
+template <bool kConcurrent>
 void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratch) const {
   const Node& n = *s.node;
   const OpDef& op = *n.op;
   const size_t ni = s.inputs.size();
   const size_t no = static_cast<size_t>(s.num_outputs);
-  scratch.resize(ni + no);
+  scratch.resize(ni + no);  // every slot is empty between steps
   std::span<Tensor> ins(scratch.data(), ni);
   std::span<Tensor> outs(scratch.data() + ni, no);
+  auto clear_scratch = [&] {
+    for (Tensor& t : ins) t.forget_borrowed();
+    for (Tensor& t : outs) t = Tensor();
+  };
   try {
+    // A fed value belongs to the caller: never written over.
     bool reuse = false;
     if (s.reuse_input >= 0) {
       int32_t v = s.inputs[static_cast<size_t>(s.reuse_input)];
-      reuse = st.readers[v].load(std::memory_order_acquire) == 1 && exclusively_owned(st.values[static_cast<size_t>(v)], 0);
+      reuse = v >= num_feeds_ && st.readers[v].load(std::memory_order_acquire) == 1 &&
+              exclusively_owned(st.values[static_cast<size_t>(v)], 0);
     }
-    for (size_t i = 0; i < ni; ++i) ins[i] = st.values[static_cast<size_t>(s.inputs[i])];
+    // The kernel reads its inputs through borrowed handles: the value table holds them until
+    // this step's reads are counted below.
+    for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
     Device* dev = cpu_device();
     if (!op.has(kSetsOutputs)) {
       std::optional<InferContext> ic;
@@ -278,24 +311,27 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
       s.fn(kc);
     }
   } catch (...) {
-    for (Tensor& t : scratch) t = Tensor();
+    clear_scratch();
     rethrow_for(n);
   }
   for (size_t i = 0; i < no; ++i) {
     const int32_t v = s.first_output + static_cast<int32_t>(i);
-    if (!outs[i].defined()) throw Internal("[executor] " + n.describe() + " produced no output " + std::to_string(i));
+    if (!outs[i].defined()) {
+      clear_scratch();
+      throw Internal("[executor] " + n.describe() + " produced no output " + std::to_string(i));
+    }
     if (value_readers_[static_cast<size_t>(v)] > 0) st.values[static_cast<size_t>(v)] = std::move(outs[i]);
     else outs[i] = Tensor();
   }
   for (size_t i = 0; i < ni; ++i) {
-    ins[i] = Tensor();
+    ins[i].forget_borrowed();
     const int32_t v = s.inputs[i];
-    if (st.readers[v].fetch_sub(1, std::memory_order_acq_rel) == 1) st.values[static_cast<size_t>(v)] = Tensor();
+    if (count_last_read<kConcurrent>(st.readers[v])) st.release(*this, v);
   }
 }
 
 void Executor::run_sequential(RunState& st) const {
-  for (const Step& s : plan_) run_step(s, st, st.scratch);
+  for (const Step& s : plan_) run_step<false>(s, st, st.scratch);
 }
 
 void Executor::run_parallel(RunState& st) const {
@@ -307,7 +343,7 @@ void Executor::run_parallel(RunState& st) const {
     while (index >= 0 && !st.failed.load(std::memory_order_relaxed)) {
       const Step& s = plan_[static_cast<size_t>(index)];
       try {
-        run_step(s, st, scratch);
+        run_step<true>(s, st, scratch);
       } catch (...) {
         std::lock_guard lock(st.mu);
         if (!st.error) st.error = std::current_exception();
@@ -365,17 +401,23 @@ std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) c
     const Executor* exec;
     std::unique_ptr<RunState>& st;
     ~GiveBack() {
-      for (Tensor& t : st->values) t = Tensor();
+      for (int32_t v = 0; v < exec->num_values_; ++v) st->release(*exec, v);
       RunState* expected = nullptr;
       if (exec->spare_.compare_exchange_strong(expected, st.get(), std::memory_order_release)) st.release();
     }
   } give_back{this, st};
-  for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = feeds[i];
+  // The caller's span outlives the run: its tensors are borrowed, not counted.
+  for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = Tensor::borrowed(feeds[i]);
   if (parallel_ && !InterOpPool::in_pool_thread()) run_parallel(*st);
   else run_sequential(*st);
+  // Every step is done: the counts are this thread's alone. A value's last fetch moves it out.
   std::vector<Tensor> out;
   out.reserve(fetch_values_.size());
-  for (int32_t v : fetch_values_) out.push_back(st->values[static_cast<size_t>(v)]);
+  for (int32_t v : fetch_values_) {
+    Tensor& value = st->values[static_cast<size_t>(v)];
+    if (count_last_read<false>(st->readers[v]) && v >= num_feeds_) out.push_back(std::move(value));
+    else out.push_back(value);
+  }
   return out;
 }
 

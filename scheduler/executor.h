@@ -58,6 +58,7 @@ class Executor {
   class Context;
   friend class Context;
 
+  template <bool kConcurrent>
   void run_step(const Step& step, RunState& state, std::vector<Tensor>& scratch) const;
   void run_sequential(RunState& state) const;
   void run_parallel(RunState& state) const;
@@ -72,6 +73,7 @@ class Executor {
   std::vector<int32_t> fetch_values_;      // value id of each fetch
   std::vector<int32_t> initial_ready_;     // plan indices with no pending inputs
   int32_t num_values_ = 0;
+  int32_t num_feeds_ = 0;                  // value ids 0 .. num_feeds_ - 1 are the feeds
   bool parallel_ = false;
   mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;

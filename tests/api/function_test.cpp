@@ -238,6 +238,40 @@ TEST(Function, FrequentRetracingWarnsOnceNamingTheCause) {
   EXPECT_EQ(warned.find("warning", warned.find("warning") + 1), std::string::npos);  // once
 }
 
+TEST(Function, ArgumentsHeldByOneHandleAreNeverWrittenOver) {
+  // Arguments are lent to the graph without a reference of their own, so an elementwise node
+  // must not take an argument's buffer for its output though the caller holds it only once.
+  auto f = function([](Tensor x) { return relu(-x); });
+  Tensor x = constant({1.f, -2.f, 3.f});
+  ASSERT_EQ(x.impl()->ref_count(), 1);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(f(x).to_vector<float>(), (std::vector<float>{0.f, 2.f, 0.f}));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1.f, -2.f, 3.f}));
+  EXPECT_EQ(x.impl()->ref_count(), 1);
+  auto identity = function([](Tensor t) { return t; });
+  Tensor same = identity(x);
+  EXPECT_TRUE(same.same_as(x));
+  EXPECT_EQ(x.impl()->ref_count(), 2);
+}
+
+TEST(Function, ASteadySignatureStillChecksEveryCall) {
+  // After ten calls with one signature, calls skip the cache's lock; everything else must still
+  // retrace or be refused as before.
+  auto f = function([](Tensor x) { return x * 2.f; });
+  Tensor x = constant({1.f, 2.f});
+  for (int i = 0; i < 12; ++i) f(x);
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_EQ(f(constant({1.f, 2.f, 3.f})).to_vector<float>(), (std::vector<float>{2.f, 4.f, 6.f}));
+  EXPECT_EQ(f.tracing_count(), 2);
+  EXPECT_EQ(f(constant({1, 2})).to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
+  EXPECT_EQ(f.tracing_count(), 3);
+  EXPECT_THROW(f(Tensor()), InvalidArgument);
+  auto g = function([](Tensor x) { return x + 1.f; }, {.input_signature = {TensorSpec{float32, {-1}}}});
+  for (int i = 0; i < 12; ++i) g(x);
+  EXPECT_THROW(g(constant({1.0, 2.0})), InvalidArgument);
+  EXPECT_EQ(g(constant({5.f})).to_vector<float>(), (std::vector<float>{6.f}));
+  EXPECT_EQ(g.tracing_count(), 1);
+}
+
 }  // namespace
 }  // namespace weft
 

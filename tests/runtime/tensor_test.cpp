@@ -43,6 +43,24 @@ TEST(Tensor, HandlesShareAndViewsAlias) {
   EXPECT_FALSE(copy.defined());  // NOLINT(bugprone-use-after-move): moved-from handles are empty
 }
 
+TEST(Tensor, BorrowedHandlesCountNoReference) {
+  const float data[2] = {1, 2};
+  Tensor owner = Tensor::from_host(float32, Shape{2}, data);
+  EXPECT_EQ(owner.impl()->ref_count(), 1);
+  Tensor lent = Tensor::borrowed(owner);
+  EXPECT_TRUE(lent.same_as(owner));
+  EXPECT_EQ(owner.impl()->ref_count(), 1);
+  EXPECT_EQ(lent.to_vector<float>(), (std::vector<float>{1, 2}));
+  {
+    Tensor copy = lent;  // a copy made through a borrowed handle is a real reference
+    EXPECT_EQ(owner.impl()->ref_count(), 2);
+  }
+  EXPECT_EQ(owner.impl()->ref_count(), 1);
+  lent.forget_borrowed();
+  EXPECT_FALSE(lent.defined());
+  EXPECT_EQ(owner.impl()->ref_count(), 1);
+}
+
 TEST(Tensor, ItemAndBools) {
   const bool bits[3] = {true, false, true};
   Tensor b = Tensor::from_host(bool_, Shape{3}, bits);
