@@ -1,9 +1,11 @@
-// Eager ops from several user threads at once share the CPU device, its pool and the allocator.
+// Eager ops and traced functions from several user threads at once share the CPU device, its
+// pool, the allocator, and a function's trace cache and executors.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
+#include "api/function.h"
 #include "reference.h"
 
 namespace weft {
@@ -31,6 +33,36 @@ TEST(Concurrency, EagerOpsFromManyThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(Concurrency, OneTracedFunctionFromManyThreads) {
+  // Threads alternate between two signatures at different rates, so calls on the lock-free path
+  // of a steady signature overlap with calls that take the cache's lock, and runs of one
+  // executor overlap (each needs its own run state).
+  constexpr int kThreads = 4, kIters = 300;
+  auto f = function([](Tensor x, Tensor y) { return relu(x * y + 1.f); });
+  const std::vector<float> small = {-2.f, 0.5f, 3.f}, large = ref::random_values<float>(1000, 13, -2, 2);
+  Tensor xs = constant(small, Shape{3}), xl = constant(large, Shape{1000});
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int it = 0; it < kIters; ++it) {
+        const bool use_large = (it / (t + 1)) % 2 == 1;
+        const std::vector<float>& x = use_large ? large : small;
+        const float k = static_cast<float>(t + 1);
+        std::vector<float> got = f(use_large ? xl : xs, fill({static_cast<int64_t>(x.size())}, k)).to_vector<float>();
+        for (size_t i = 0; i < x.size(); ++i)
+          if (got[i] != std::max(x[i] * k + 1.f, 0.f)) {
+            ++wrong;
+            break;
+          }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(f.tracing_count(), 2);
 }
 
 TEST(Concurrency, DeviceScopesArePerThread) {
