@@ -51,22 +51,71 @@ GlobalCache& global_cache() {
   return *cache;
 }
 
-std::atomic<int64_t> g_cached_bytes{0};
+// A count written by one thread only and read by any: a plain load and store instead of an
+// atomic read-modify-write, which would cost more than the rest of a small allocation.
+void bump(std::atomic<int64_t>& counter, int64_t by) {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
 
+struct ThreadCache;
+// Every live thread cache, so that stats() can add up their counts.
+struct Registry {
+  std::mutex mu;
+  std::vector<const ThreadCache*> live;
+  int64_t retired_allocs = 0;  // counted by threads that have exited
+};
+Registry& registry() {
+  static auto* r = new Registry();  // leaked on purpose: outlives thread-local caches
+  return *r;
+}
+
+// One thread's cache of small blocks, and the statistics only that thread writes.
 struct ThreadCache {
   std::vector<void*> lists[kNumClasses];
-  int64_t bytes = 0;
+  std::atomic<int64_t> bytes{0};   // cached in `lists`
+  std::atomic<int64_t> allocs{0};  // allocate() calls made by this thread
+  ThreadCache() {
+    std::lock_guard lock(registry().mu);
+    registry().live.push_back(this);
+  }
+  ~ThreadCache() {
+    clear();
+    std::lock_guard lock(registry().mu);
+    std::erase(registry().live, this);
+    registry().retired_allocs += allocs.load(std::memory_order_relaxed);
+  }
   void clear() {
     for (auto& l : lists) {
       for (void* p : l) std::free(p);
       l.clear();
     }
-    g_cached_bytes.fetch_sub(bytes, std::memory_order_relaxed);
-    bytes = 0;
+    bytes.store(0, std::memory_order_relaxed);
   }
-  ~ThreadCache() { clear(); }
 };
-thread_local ThreadCache t_cache;
+
+// This thread's cache. A plain pointer, which stays readable after the thread's thread_local
+// destructors have run: tensors in static storage die after them, at exit, and from then on
+// their blocks go straight back to the system.
+thread_local ThreadCache* t_cache = nullptr;
+thread_local bool t_cache_gone = false;
+struct ThreadCacheOwner {
+  bool armed = false;
+  ~ThreadCacheOwner() {
+    delete t_cache;
+    t_cache = nullptr;
+    t_cache_gone = true;
+  }
+};
+thread_local ThreadCacheOwner t_cache_owner;
+
+// Null once this thread is exiting.
+ThreadCache* thread_cache() {
+  if (t_cache) [[likely]] return t_cache;
+  if (t_cache_gone) return nullptr;
+  t_cache = new ThreadCache();
+  t_cache_owner.armed = true;  // a use of the owner, so that its destructor runs at thread exit
+  return t_cache;
+}
 
 }  // namespace
 
@@ -77,12 +126,17 @@ CpuAllocator& CpuAllocator::instance() {
 
 CpuAllocator::CpuAllocator() {
 #if defined(__SANITIZE_ADDRESS__)
-  caching_ = false;  // let AddressSanitizer see every use-after-free
+  set_caching(false);  // let AddressSanitizer see every use-after-free
 #endif
 }
 
 void CpuAllocator::note_alloc(size_t bytes) {
-  allocs_.fetch_add(1, std::memory_order_relaxed);
+  if (ThreadCache* c = thread_cache()) {
+    bump(c->allocs, 1);
+  } else {
+    std::lock_guard lock(registry().mu);
+    ++registry().retired_allocs;
+  }
   int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) + bytes;
   int64_t peak = peak_.load(std::memory_order_relaxed);
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -104,16 +158,16 @@ void* CpuAllocator::allocate_block(size_t bytes) {
   }
   size_t rounded;
   int cls = size_class(bytes, &rounded);
-  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass) {
+  // Acquire: pairs with set_caching's release, so exact_blocks_ is seen set by whoever frees this.
+  if (!caching_.load(std::memory_order_acquire) || rounded > kMaxCachedClass) {
     return system_alloc((bytes + kAlignment - 1) / kAlignment * kAlignment + (bytes == 0 ? kAlignment : 0));
   }
   if (rounded <= kSmallLimit) {
-    auto& l = t_cache.lists[cls];
-    if (!l.empty()) {
-      void* p = l.back();
-      l.pop_back();
-      t_cache.bytes -= static_cast<int64_t>(rounded);
-      g_cached_bytes.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+    ThreadCache* c = thread_cache();
+    if (c && !c->lists[cls].empty()) {
+      void* p = c->lists[cls].back();
+      c->lists[cls].pop_back();
+      bump(c->bytes, -static_cast<int64_t>(rounded));
       return p;
     }
   } else {
@@ -124,7 +178,6 @@ void* CpuAllocator::allocate_block(size_t bytes) {
       void* p = l.back();
       l.pop_back();
       g.bytes -= rounded;
-      g_cached_bytes.fetch_sub(static_cast<int64_t>(rounded), std::memory_order_relaxed);
       return p;
     }
   }
@@ -142,16 +195,16 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   int cls = size_class(bytes, &rounded);
   // A block allocated while caching was off has only its exact size; caching it would hand it to a
   // larger request of its class. (Sized exactly so that AddressSanitizer sees overruns.)
-  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass || malloc_usable_size(ptr) < rounded) {
+  if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass ||
+      (exact_blocks_.load(std::memory_order_relaxed) && malloc_usable_size(ptr) < rounded)) {
     std::free(ptr);
     return;
   }
   if (rounded <= kSmallLimit) {
-    auto& l = t_cache.lists[cls];
-    if (l.size() < kPerThreadSlots) {
-      l.push_back(ptr);
-      t_cache.bytes += static_cast<int64_t>(rounded);
-      g_cached_bytes.fetch_add(static_cast<int64_t>(rounded), std::memory_order_relaxed);
+    ThreadCache* c = thread_cache();
+    if (c && c->lists[cls].size() < kPerThreadSlots) {
+      c->lists[cls].push_back(ptr);
+      bump(c->bytes, static_cast<int64_t>(rounded));
       return;
     }
   } else {
@@ -160,7 +213,6 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
     if (g.bytes + rounded <= kGlobalCacheLimit) {
       g.lists[cls].push_back(ptr);
       g.bytes += rounded;
-      g_cached_bytes.fetch_add(static_cast<int64_t>(rounded), std::memory_order_relaxed);
       return;
     }
   }
@@ -171,8 +223,17 @@ AllocatorStats CpuAllocator::stats() const {
   AllocatorStats s;
   s.bytes_in_use = in_use_.load();
   s.peak_bytes_in_use = peak_.load();
-  s.num_allocs = allocs_.load();
-  s.bytes_cached = g_cached_bytes.load();
+  {
+    std::lock_guard lock(registry().mu);
+    s.num_allocs = registry().retired_allocs;
+    for (const ThreadCache* c : registry().live) {
+      s.num_allocs += c->allocs.load(std::memory_order_relaxed);
+      s.bytes_cached += c->bytes.load(std::memory_order_relaxed);
+    }
+  }
+  auto& g = global_cache();
+  std::lock_guard lock(g.mu);
+  s.bytes_cached += static_cast<int64_t>(g.bytes);
   return s;
 }
 
@@ -180,17 +241,14 @@ void CpuAllocator::reset_peak() { peak_.store(in_use_.load()); }
 
 // Frees this thread's cache and the shared one; other threads' small-block caches stay.
 void CpuAllocator::release_cache() {
-  t_cache.clear();
-  int64_t freed = 0;
+  if (ThreadCache* c = thread_cache()) c->clear();
   auto& g = global_cache();
   std::lock_guard<std::mutex> lock(g.mu);
   for (auto& l : g.lists) {
     for (void* p : l) std::free(p);
     l.clear();
   }
-  freed += static_cast<int64_t>(g.bytes);
   g.bytes = 0;
-  g_cached_bytes.fetch_sub(freed);
 }
 
 }  // namespace weft

@@ -43,7 +43,10 @@ class CpuAllocator final : public Allocator {
   void release_cache() override;
 
   // Tests and sanitizer builds turn caching off so every block comes from the system.
-  void set_caching(bool enabled) { caching_ = enabled; }
+  void set_caching(bool enabled) {
+    if (!enabled) exact_blocks_.store(true);  // before the first block allocated uncached
+    caching_.store(enabled, std::memory_order_release);
+  }
   bool caching() const { return caching_; }
 
  private:
@@ -53,8 +56,10 @@ class CpuAllocator final : public Allocator {
 
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
-  std::atomic<int64_t> allocs_{0};
   std::atomic<bool> caching_{true};
+  // Whether any block was ever allocated with caching off, at its exact size rather than its
+  // class's: only then must a freed block's real size be looked up before caching it.
+  std::atomic<bool> exact_blocks_{false};
 };
 
 }  // namespace weft

@@ -84,6 +84,23 @@ TEST(CpuAllocator, StatsFollowTensorLifetimes) {
   EXPECT_EQ(a.stats().peak_bytes_in_use, before.bytes_in_use);
 }
 
+TEST(CpuAllocator, StatsCountEveryThreadsAllocationsAfterItExits) {
+  // Each thread counts its own allocations and cached bytes; stats() adds them up, and a thread
+  // that exits hands its count over.
+  CachingGuard guard(true);
+  CpuAllocator& a = CpuAllocator::instance();
+  const AllocatorStats before = a.stats();
+  std::thread worker([&] {
+    for (int i = 0; i < 5; ++i) a.deallocate(a.allocate(100), 100);
+    EXPECT_GE(a.stats().bytes_cached, before.bytes_cached + 128);  // one 128-byte block kept
+  });
+  worker.join();
+  const AllocatorStats after = a.stats();
+  EXPECT_EQ(after.num_allocs, before.num_allocs + 5);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.bytes_cached, before.bytes_cached);  // the exited thread's cache was freed
+}
+
 TEST(CpuAllocator, CachingReusesFreedBlocks) {
   CachingGuard guard(true);
   CpuAllocator& a = CpuAllocator::instance();
