@@ -10,6 +10,9 @@
 //   WEFT_SGEMM=auto   measure (the default)
 //   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX-512)
 //   WEFT_SGEMM=blas   OpenBLAS for every product
+//
+// The two round differently, and a measurement near the margin may go either way, so pin the
+// choice with own or blas where separate processes must produce the same bits.
 #pragma once
 
 #include <string_view>
