@@ -117,8 +117,8 @@ class Tensor {
 
   // A handle to t's tensor that holds no reference: copying it or reading through it is as usual,
   // but its holder must let go of it with forget_borrowed(), never by destroying or assigning it,
-  // and t must outlive it. It spares the two atomic count updates of a copy, for the executor,
-  // which lends the tensors of its value table to each kernel.
+  // and t must outlive it. It spares the two atomic count updates of a copy: weft::function lends
+  // its call's arguments this way, and the executor the tensors of its value table to each kernel.
   static Tensor borrowed(const Tensor& t) { return Tensor(IntrusivePtr<TensorImpl>::unowned(t.impl_.get())); }
   void forget_borrowed() { impl_.forget_unowned(); }
 

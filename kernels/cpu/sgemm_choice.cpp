@@ -1,7 +1,5 @@
 #include "kernels/cpu/sgemm_choice.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/gemm.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -35,9 +33,7 @@ bool measure_own_faster() {
   ThreadPool& pool = cpu_device()->pool();
   const GemmArgs g{m, n, k, false, false, k, n, n};
   auto own = [&] { sgemm(pool, g, a.data(), b.data(), c.data()); };
-  auto blas = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
-  };
+  auto blas = [&] { blas_gemm<float>(g, a.data(), b.data(), c.data()); };
   auto seconds = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 2; ++i) f();
