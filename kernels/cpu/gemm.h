@@ -1,7 +1,7 @@
-// One GEMM, C = op(A) op(B), row-major. Narrow float products (the layers of an MLP, forward and
-// backward; use_own_sgemm) go to weft's own AVX-512 GEMM (sgemm.h) where the CPU has it: 20-35%
-// faster than OpenBLAS there on the 2-core reference machine; other float products too where it
-// measures clearly faster on this CPU (sgemm_choice.h). Everything else goes through CBLAS; tall
+// One GEMM, C = op(A) op(B), row-major. Float products go to weft's own AVX-512 GEMM (sgemm.h)
+// where sgemm_choice.h's rule, from the CPU's features and the shape, gives them to it: narrow
+// ones (the layers of an MLP) on every AVX-512 CPU, others on CPUs with full-width 512-bit FMAs.
+// Everything else goes through CBLAS; tall
 // and narrow products (many rows of A, a B that fits in cache) are then split by rows over the
 // pool with OpenBLAS single-threaded inside each slice, which measured 15-30% faster than
 // OpenBLAS's own threading for such shapes.
@@ -25,13 +25,6 @@
 
 namespace weft::cpu {
 
-// Weft's own GEMM wins on narrow products with enough rows on every AVX-512 CPU measured. Other
-// products with enough rows and columns go to it where it measured clearly faster on this CPU
-// (sgemm_choice.h); OpenBLAS keeps the tiny ones, where its small-matrix kernels are better
-// (fewer than 32 columns: a 16-wide tile is mostly padding; a 60 x 10 x 784 product measured 2x
-// slower, and products of 32 rows about 1.5x slower).
-constexpr int64_t kOwnSgemmMaxCols = 128;
-
 inline bool use_own_sgemm(const GemmArgs& g) {
   if (g.k <= 0 || !sgemm_available()) return false;
   switch (sgemm_choice()) {
@@ -39,8 +32,7 @@ inline bool use_own_sgemm(const GemmArgs& g) {
     case SgemmChoice::kBlas: return false;
     case SgemmChoice::kAuto: break;
   }
-  const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
-  return narrow || (g.m >= 48 && g.n >= 32 && own_sgemm_wins_general_shapes());
+  return own_sgemm_for(host_cpu_features(), g);
 }
 
 template <class T>
