@@ -69,9 +69,12 @@ struct GemmTiling {
   int64_t rows = 1, cols = 1;
 };
 
-// Multiply-adds per tile below which splitting costs more than it saves (about 10 us on one
-// core); tile edges fall on multiples of the alignments, which the CBLAS micro-kernels cover.
-constexpr int64_t kMinTileWork = int64_t{1} << 17;
+// Multiply-adds per tile below which splitting is not worth a hand-over to another thread (25-50
+// us on one core, about what waking a sleeping worker costs on the VMs weft is measured on, and
+// a shared machine's busy cores make it more): the layers of seed 004's shallow Keras model, up
+// to 1M multiply-adds, stay on the calling thread. Tile edges fall on multiples of the
+// alignments, which the CBLAS micro-kernels cover.
+constexpr int64_t kMinTileWork = int64_t{1} << 19;
 constexpr int64_t kTileRowAlign = 8;
 constexpr int64_t kTileColAlign = 16;
 
