@@ -18,16 +18,17 @@
 //     stay with OpenBLAS.
 //   - the rest (fewer than 32 columns or 48 rows): OpenBLAS, whose small-matrix kernels are better
 //     there (a 16-wide tile is mostly padding; 60 x 10 x 784 measured 2x slower in weft's).
-// AMD's mobile Zen 5 parts also double-pump 512-bit FMAs but share family 1Ah; they get weft's
-// kernel, which on Zen 4 lost only the large squares and by less than it wins elsewhere.
+// AMD's mobile Zen 5 parts double-pump 512-bit FMAs like Zen 4 but share family 1Ah, so they
+// get weft's kernel for general shapes too and may lose the large squares as Zen 4 does; pin
+// WEFT_SGEMM=blas there if those matter.
 //
 //   WEFT_SGEMM=auto   the rule above (the default)
 //   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX-512)
 //   WEFT_SGEMM=blas   OpenBLAS for every product
 //
 // Every process on machines with the same CPU model, thread count and setting computes the same
-// bits. Pin own or blas to get equal bits across different CPU models (blas: also the same
-// OpenBLAS build and core type).
+// bits. Pin own or blas for equal bits across CPU models (own: among CPUs with AVX-512; blas: with
+// the same OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
 
 #include <cstdint>
