@@ -1,19 +1,19 @@
 #include "kernels/register_all.h"
 
-#include <cblas.h>
-
 #include <mutex>
 
-#include "runtime/device.h"
+#include "kernels/cpu/gemm.h"
 
 namespace weft {
 
 void register_builtin_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // OpenBLAS gets the physical cores; our pool's workers sleep while a GEMM runs, so the two
-    // never compete (two busy pools of two threads each on two cores made libtorch 4x slower).
-    openblas_set_num_threads(host_topology().physical_cores);
+    // OpenBLAS runs single-threaded and weft's pool threads its products (kernels/cpu/gemm.h):
+    // its thread count is process-wide and changes the bits, so it is set once, here, and a
+    // single set of busy threads keeps the cores (two busy pools of two threads each on two cores
+    // made libtorch 4x slower).
+    cpu::use_single_threaded_blas();
 
     defs::register_math_defs();
     defs::register_creation_defs();

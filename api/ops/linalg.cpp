@@ -2,6 +2,7 @@
 #include "api/ops/linalg.h"
 
 #include "api/gradient_registry.h"
+#include "api/ops/array.h"
 #include "api/ops/register_gradients.h"
 
 namespace weft {
@@ -15,7 +16,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 namespace {
 
 // For C = op(A) op(B): dA and dB are again matmuls, with the transposes arranged so that no
-// explicit transpose is materialised. Broadcast batch dims are summed back by unbroadcast.
+// explicit transpose is materialised. Broadcast batch dims are summed back by unbroadcast, except
+// for the common case of a batch of A's times a matrix B (Dense on the last axis): there dB sums
+// over all of A's rows, which is one GEMM of A and dC viewed as matrices, [K, B*M] x [B*M, N],
+// rather than B products summed afterwards.
 std::vector<Tensor> matmul_grad(const GradContext& g) {
   const Tensor& a = g.input(0);
   const Tensor& b = g.input(1);
@@ -26,14 +30,22 @@ std::vector<Tensor> matmul_grad(const GradContext& g) {
   // skipping it saves a quarter of an MLP's backward FLOPs.
   Tensor da, db;
   if (g.needs(0)) {
-    if (!ta) da = matmul(dc, b, false, !tb);
+    if (!ta) da = matmul(dc, b, false, !tb);  // [..., M, N] x matrix: one GEMM in the kernel
     else da = matmul(b, dc, tb, true);
     da = unbroadcast(da, a);
   }
   if (g.needs(1)) {
-    if (!tb) db = matmul(a, dc, !ta, false);
-    else db = matmul(dc, a, true, ta);
-    db = unbroadcast(db, b);
+    const Shape& as = a.shape();
+    const Shape& cs = dc.shape();
+    const int64_t k = as[as.rank() - 1], n = cs[cs.rank() - 1];
+    if (as.rank() > 2 && b.shape().rank() == 2 && !ta && k >= 0 && n >= 0) {
+      const Tensor rows_a = reshape(a, {-1, k}), rows_dc = reshape(dc, {-1, n});
+      db = tb ? matmul(rows_dc, rows_a, true, false) : matmul(rows_a, rows_dc, true, false);
+    } else {
+      if (!tb) db = matmul(a, dc, !ta, false);
+      else db = matmul(dc, a, true, ta);
+      db = unbroadcast(db, b);
+    }
   }
   return {da, db};
 }

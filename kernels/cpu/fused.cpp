@@ -10,10 +10,10 @@
 // its shape. Every op computes exactly what its unfused kernel computes (math.cpp, nn.cpp), in the
 // same order, so results are bitwise equal to the unfused chain.
 //
-// FusedMatMul computes C = act(A B + bias): with weft's own GEMM (gemm.h), bias and relu are
-// applied to each tile of C in registers before it is stored; otherwise a band of rows at a time,
-// a GEMM on the band and then the epilogue on the band while it is still in cache, instead of two
-// more passes over all of C.
+// FusedMatMul computes C = act(A B + bias), A of any rank >= 2 (its leading dims folded into
+// rows) against a matrix B: with weft's own GEMM (gemm.h), bias and relu are applied to each tile
+// of C in registers before it is stored; otherwise gemm_rows runs the epilogue on each tile of
+// rows as soon as it is computed, while it is still in cache, instead of two more passes over C.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -267,11 +267,6 @@ Act parse_activation(const KernelContext& ctx) {
   ctx.fail("unknown activation '" + *s + "'");
 }
 
-// Rows of C per band: enough that each GEMM call stays efficient, few enough that the band
-// (~kBandBytes) is still in cache when the epilogue runs over it.
-constexpr int64_t kBandBytes = int64_t{1} << 20;
-constexpr int64_t kMinBandRows = 256;
-
 template <class T>
 void fused_matmul_kernel(KernelContext& ctx) {
   const Tensor& a_t = ctx.input(0);
@@ -279,9 +274,12 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const bool ta = ctx.attrs.get_or<bool>("transpose_a", false);
   const bool tb = ctx.attrs.get_or<bool>("transpose_b", false);
   const Act act = parse_activation(ctx);
-  const int64_t m = ctx.output(0).shape()[0], n = ctx.output(0).shape()[1];
-  const int64_t k = ta ? a_t.shape()[0] : a_t.shape()[1];
-  const int64_t lda = a_t.shape()[1], ldb = b_t.shape()[1];
+  const Shape& a_shape = a_t.shape();
+  const Shape& out = ctx.output(0).shape();
+  const int64_t n = out[out.rank() - 1];
+  const int64_t m = n > 0 ? out.num_elements() / n : 0;  // every leading dim of A, as rows
+  const int64_t k = ta ? a_shape[0] : a_shape[a_shape.rank() - 1];
+  const int64_t lda = a_shape[a_shape.rank() - 1], ldb = b_t.shape()[1];
   if (ctx.input(2).size() != n)
     ctx.fail("bias has " + std::to_string(ctx.input(2).size()) + " elements; the output has " + std::to_string(n) +
              " columns");
@@ -294,6 +292,11 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const GemmArgs g{m, n, k, ta, tb, lda, ldb, n};
   ThreadPool& pool = ctx.pool();
   const int64_t row_grain = std::max<int64_t>(1, (act == Act::kNone || act == Act::kRelu ? kCheapGrain : kExpensiveGrain) / n);
+  if (k == 0) {
+    std::fill(c, c + m * n, T(0));
+    pool.parallel_for(m, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(c + s * n, bias, e - s, n, act); });
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (use_own_sgemm(g)) {
       // Bias and relu are applied to each tile in registers; other activations in a second pass.
@@ -304,20 +307,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
       return;
     }
   }
-  const int64_t row_bytes = n * static_cast<int64_t>(sizeof(T));
-  const int64_t band = std::max(kMinBandRows, kBandBytes / row_bytes);
-  for (int64_t r0 = 0; r0 < m; r0 += band) {
-    const int64_t rows = std::min(band, m - r0);
-    T* cb = c + r0 * n;
-    if (k == 0) {
-      std::fill(cb, cb + rows * n, T(0));
-    } else {
-      GemmArgs part = g;
-      part.m = rows;
-      blas_gemm<T>(part, ta ? a + r0 : a + r0 * lda, b, cb);
-    }
-    pool.parallel_for(rows, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(cb + s * n, bias, e - s, n, act); });
-  }
+  gemm_rows<T>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { epilogue_rows(c + r0 * n, bias, r1 - r0, n, act); });
 }
 
 }  // namespace

@@ -1,15 +1,23 @@
-// One GEMM, C = op(A) op(B), row-major. Narrow float products (the layers of an MLP, forward and
-// backward; use_own_sgemm) go to weft's own AVX-512 GEMM (sgemm.h) where the CPU has it: 20-35%
-// faster than OpenBLAS there on the 2-core reference machine; other float products too where it
-// measures clearly faster on this CPU (sgemm_choice.h). Everything else goes through CBLAS; tall
-// and narrow products (many rows of A, a B that fits in cache) are then split by rows over the
-// pool with OpenBLAS single-threaded inside each slice, which measured 15-30% faster than
-// OpenBLAS's own threading for such shapes.
+// One GEMM, C = op(A) op(B), row-major. Float products go to weft's own AVX-512 GEMM (sgemm.h)
+// where sgemm_choice.h's rule gives them to it; everything else goes through CBLAS.
+//
+// OpenBLAS runs single-threaded: its thread count is set to 1 once per process (when the kernels
+// are registered, or at the first product) and never changed per call, because the setting is
+// process-wide and concurrent products (the parallel executor, user threads) would race on it.
+// It also decides bits: threaded, OpenBLAS blocks the products differently (a 256 x 512 x 512
+// product rounds differently on 1 and 2 threads). weft's pool threads the CBLAS products instead:
+// C is cut into a grid of tiles, and each tile into bands of rows, one CBLAS call per band.
+// Splitting by rows this way measured 15-30% faster than OpenBLAS's own threading for tall
+// products, and keeps a single set of busy threads on the cores. Tiles and bands depend on the
+// shape and the pool's thread count only, never on load or timing, so the bits of a product do
+// too; and they are the same with or without an epilogue, so the product inside a fused matmul
+// (FusedMatMul) has the bits of the unfused MatMul.
 //
 //   gemm_rows<float>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { epilogue(r0, r1); });
 //
-// The optional `epilogue(r0, r1)` runs on rows [r0, r1) of C right after they are computed, while
-// they are still in cache (bias and activation of a fused matmul).
+// The optional `epilogue(r0, r1)` runs on rows [r0, r1) of C once they are complete: on each band
+// right after it is computed, while it is still in cache, where tiles are whole rows (bias and
+// activation of a fused matmul). It may run on several threads at once, for disjoint rows.
 #pragma once
 
 #include <cblas.h>
@@ -25,13 +33,6 @@
 
 namespace weft::cpu {
 
-// Weft's own GEMM wins on narrow products with enough rows on every AVX-512 CPU measured. Other
-// products with enough rows and columns go to it where it measured clearly faster on this CPU
-// (sgemm_choice.h); OpenBLAS keeps the tiny ones, where its small-matrix kernels are better
-// (fewer than 32 columns: a 16-wide tile is mostly padding; a 60 x 10 x 784 product measured 2x
-// slower, and products of 32 rows about 1.5x slower).
-constexpr int64_t kOwnSgemmMaxCols = 128;
-
 inline bool use_own_sgemm(const GemmArgs& g) {
   if (g.k <= 0 || !sgemm_available()) return false;
   switch (sgemm_choice()) {
@@ -39,14 +40,23 @@ inline bool use_own_sgemm(const GemmArgs& g) {
     case SgemmChoice::kBlas: return false;
     case SgemmChoice::kAuto: break;
   }
-  const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
-  return narrow || (g.m >= 48 && g.n >= 32 && own_sgemm_wins_general_shapes());
+  return own_sgemm_for(host_cpu_features(), g);
+}
+
+// Sets OpenBLAS to one thread, the first time only.
+inline void use_single_threaded_blas() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
 }
 
 template <class T>
 void blas_gemm(const GemmArgs& g, const T* a, const T* b, T* c) {
   const auto ta = g.ta ? CblasTrans : CblasNoTrans;
   const auto tb = g.tb ? CblasTrans : CblasNoTrans;
+  use_single_threaded_blas();
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, a, g.lda, b, g.ldb, 0.0f, c, g.ldc);
   } else {
@@ -54,14 +64,68 @@ void blas_gemm(const GemmArgs& g, const T* a, const T* b, T* c) {
   }
 }
 
-// True when splitting by rows beats OpenBLAS's threading: enough rows for every thread, A not
-// transposed (its rows are contiguous), and B small enough to stay in each core's cache.
-inline bool split_by_rows(const GemmArgs& g, int threads, size_t elem) {
-  return threads > 1 && !g.ta && g.m >= int64_t{512} * threads && static_cast<size_t>(g.k * g.n) * elem <= (size_t{2} << 20);
+// The grid of tiles of C for one CBLAS product: rows cut `rows` ways, columns `cols` ways.
+struct GemmTiling {
+  int64_t rows = 1, cols = 1;
+};
+
+// Multiply-adds per tile below which splitting is not worth a hand-over to another thread (25-50
+// us on one core, about what waking a sleeping worker costs on the VMs weft is measured on, and
+// a shared machine's busy cores make it more): the layers of seed 004's shallow Keras model, up
+// to 1M multiply-adds, stay on the calling thread. Tile edges fall on multiples of the
+// alignments, which the CBLAS micro-kernels cover.
+constexpr int64_t kMinTileWork = int64_t{1} << 19;
+constexpr int64_t kTileRowAlign = 8;
+constexpr int64_t kTileColAlign = 16;
+
+// As many tiles as threads where the work allows, the grid that packs least: each tile packs its
+// rows of A and its columns of B, so the cost goes with rows/p + cols/q. Rows win ties (A's rows
+// are contiguous, and an epilogue can run right after its tile).
+inline GemmTiling gemm_tiling(const GemmArgs& g, int threads) {
+  const int64_t work = g.m * g.n * g.k;
+  for (int64_t tiles = std::min<int64_t>(threads, work / kMinTileWork); tiles > 1; --tiles) {
+    GemmTiling best;
+    double best_cost = 0;
+    for (int64_t q = 1; q <= tiles; ++q) {
+      if (tiles % q != 0) continue;
+      const int64_t p = tiles / q;
+      if ((p > 1 && p > g.m / kTileRowAlign) || (q > 1 && q > g.n / kTileColAlign)) continue;
+      const double cost = static_cast<double>(g.m) / static_cast<double>(p) + static_cast<double>(g.n) / static_cast<double>(q);
+      if (best.rows * best.cols == 1 || cost < best_cost) {
+        best = {p, q};
+        best_cost = cost;
+      }
+    }
+    if (best.rows * best.cols > 1) return best;
+  }
+  return {};
 }
 
+// Where tile i of `parts` starts along a dimension of `len`, on a multiple of `align`; strictly
+// increasing in i when parts <= len / align.
+inline int64_t tile_edge(int64_t i, int64_t parts, int64_t len, int64_t align) {
+  return i == parts ? len : len * i / parts / align * align;
+}
+
+// Rows per CBLAS call: enough that each call stays efficient (B is packed once per call), few
+// enough that the band's rows of C (about kBandBytes) are still in cache for the epilogue.
+constexpr int64_t kBandBytes = int64_t{1} << 20;
+constexpr int64_t kMinBandRows = 256;
+
+inline int64_t band_rows(int64_t n, size_t elem) {
+  const int64_t rows = std::max(kMinBandRows, kBandBytes / std::max<int64_t>(n * static_cast<int64_t>(elem), 1));
+  return (rows + kTileRowAlign - 1) / kTileRowAlign * kTileRowAlign;
+}
+
+// The epilogue of products that have none.
+struct NoEpilogue {
+  void operator()(int64_t, int64_t) const {}
+};
+
+// Requires g.k > 0 (CBLAS wants leading dimensions of at least 1; the callers fill C with zeros).
 template <class T, class Epilogue>
 void gemm_rows(ThreadPool& pool, const GemmArgs& g, const T* a, const T* b, T* c, Epilogue&& epilogue) {
+  constexpr bool kHasEpilogue = !std::is_same_v<std::decay_t<Epilogue>, NoEpilogue>;
   if constexpr (std::is_same_v<T, float>) {
     if (use_own_sgemm(g)) {
       sgemm(pool, g, a, b, c);
@@ -69,30 +133,39 @@ void gemm_rows(ThreadPool& pool, const GemmArgs& g, const T* a, const T* b, T* c
       return;
     }
   }
-  if (!split_by_rows(g, pool.num_threads(), sizeof(T))) {
-    blas_gemm<T>(g, a, b, c);
-    epilogue(int64_t{0}, g.m);
+  const GemmTiling t = gemm_tiling(g, pool.num_threads());
+  const int64_t band = band_rows(g.n, sizeof(T));
+  auto tile = [&](int64_t i) {
+    const int64_t pi = i / t.cols, qi = i % t.cols;
+    const int64_t r0 = tile_edge(pi, t.rows, g.m, kTileRowAlign), r1 = tile_edge(pi + 1, t.rows, g.m, kTileRowAlign);
+    const int64_t c0 = tile_edge(qi, t.cols, g.n, kTileColAlign), c1 = tile_edge(qi + 1, t.cols, g.n, kTileColAlign);
+    for (int64_t s = r0; s < r1; s += band) {
+      const int64_t e = std::min(r1, s + band);
+      GemmArgs part = g;
+      part.m = e - s;
+      part.n = c1 - c0;
+      blas_gemm<T>(part, g.ta ? a + s : a + s * g.lda, g.tb ? b + c0 * g.ldb : b + c0, c + s * g.ldc + c0);
+      if (t.cols == 1) epilogue(s, e);
+    }
+  };
+  if (t.rows * t.cols == 1) {
+    tile(0);
     return;
   }
-  // OpenBLAS's thread count is process-wide: while the slices run, each runs single-threaded.
-  const int blas_threads = openblas_get_num_threads();
-  openblas_set_num_threads(1);
-  const int64_t slices = pool.num_threads();
-  pool.parallel_for(slices, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t r0 = g.m * s / slices, r1 = g.m * (s + 1) / slices;
-      GemmArgs part = g;
-      part.m = r1 - r0;
-      blas_gemm<T>(part, a + r0 * g.lda, b, c + r0 * g.ldc);
-      epilogue(r0, r1);
-    }
+  pool.parallel_for(t.rows * t.cols, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0; i < t1; ++i) tile(i);
   });
-  openblas_set_num_threads(blas_threads);
+  if constexpr (kHasEpilogue) {
+    if (t.cols > 1) {
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(g.n, 1));
+      pool.parallel_for(g.m, grain, [&](int64_t r0, int64_t r1) { epilogue(r0, r1); });
+    }
+  }
 }
 
 template <class T>
 void gemm_rows(ThreadPool& pool, const GemmArgs& g, const T* a, const T* b, T* c) {
-  gemm_rows<T>(pool, g, a, b, c, [](int64_t, int64_t) {});
+  gemm_rows<T>(pool, g, a, b, c, NoEpilogue{});
 }
 
 }  // namespace weft::cpu

@@ -1,5 +1,6 @@
-// CPU MatMul: float32/float64 through CBLAS (OpenBLAS, which threads internally), integers
-// through a plain row-parallel loop. Batch dims broadcast; each batch is one GEMM call.
+// CPU MatMul: float32/float64 through gemm.h (weft's own GEMM or CBLAS, threaded on the pool),
+// integers through a plain row-parallel loop. Batch dims broadcast; each batch is one GEMM call,
+// except that a batch of A's against a single B is one GEMM over all of their rows.
 #include <cblas.h>
 
 #include <algorithm>
@@ -49,6 +50,19 @@ GemmShape plan_gemm(const KernelContext& ctx) {
       g.b_off.push_back((off[1] + j * plan.inner_stride[1]) * b_mat);
     }
   });
+  // Every batch against the same B, and A's batches one after another: then A's rows are one
+  // [batches * m, k] matrix and C's one [batches * m, n], and a single GEMM does them all (Dense
+  // on the last axis of a [60, 28, 28] input: one product of 1680 rows, not 60 of 28). Not with
+  // transpose_a, whose batches' rows are columns of separate matrices.
+  bool fold = !g.ta && g.batches > 1;
+  for (int64_t i = 0; fold && i < g.batches; ++i)
+    fold = g.b_off[static_cast<size_t>(i)] == g.b_off[0] && g.a_off[static_cast<size_t>(i)] == g.a_off[0] + i * a_mat;
+  if (fold) {
+    g.m *= g.batches;
+    g.batches = 1;
+    g.a_off.resize(1);
+    g.b_off.resize(1);
+  }
   return g;
 }
 

@@ -1,14 +1,11 @@
 #include "kernels/cpu/sgemm_choice.h"
 
-#include <algorithm>
+#include <cpuid.h>
+
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
-#include "kernels/cpu/gemm.h"
-#include "runtime/device.h"
 #include "runtime/error.h"
 
 namespace weft::cpu {
@@ -23,31 +20,24 @@ SgemmChoice choice_from_environment() {
 // Set from the environment on first use; an invalid value throws on every use, not just once.
 std::atomic<int> g_choice{-1};
 
-// Best of several timings, alternating the two so that a slow moment of a shared machine hits
-// both alike.
-bool measure_own_faster() {
-  constexpr int64_t m = 256, n = 512, k = 512;
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
-  ThreadPool& pool = cpu_device()->pool();
-  const GemmArgs g{m, n, k, false, false, k, n, n};
-  auto own = [&] { sgemm(pool, g, a.data(), b.data(), c.data()); };
-  auto blas = [&] { blas_gemm<float>(g, a.data(), b.data(), c.data()); };
-  auto seconds = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 2; ++i) f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  own();  // warm both: page faults, OpenBLAS's threads starting
-  blas();
-  double best_own = 1e30, best_blas = 1e30;
-  for (int round = 0; round < 3; ++round) {
-    best_own = std::min(best_own, seconds(own));
-    best_blas = std::min(best_blas, seconds(blas));
-  }
-  // A clear margin: where the two are close, OpenBLAS stays, as before the measurement existed.
-  return best_own * 1.15 < best_blas;
+// The display family of cpuid leaf 1: the extended family counts only when the base one is 0xF.
+unsigned cpu_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+
+CpuFeatures read_features() {
+  CpuFeatures f;
+  // libgcc's check includes the OS enabling the ZMM state (XCR0), not just the cpuid bit.
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  if (!f.avx512f) return f;
+  __builtin_cpu_init();
+  const bool intel = __builtin_cpu_is("intel");
+  const bool amd = __builtin_cpu_is("amd");
+  f.full_width_avx512 = intel || (amd && cpu_family() >= 0x1A);
+  return f;
 }
 
 }  // namespace
@@ -70,9 +60,15 @@ SgemmChoice sgemm_choice() {
 
 void set_sgemm_choice(SgemmChoice choice) { g_choice.store(static_cast<int>(choice), std::memory_order_relaxed); }
 
-bool own_sgemm_wins_general_shapes() {
-  static const bool wins = sgemm_available() && measure_own_faster();
-  return wins;
+const CpuFeatures& host_cpu_features() {
+  static const CpuFeatures features = read_features();
+  return features;
+}
+
+bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g) {
+  if (!cpu.avx512f || g.k <= 0) return false;
+  const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
+  return narrow || (cpu.full_width_avx512 && g.m >= 48 && g.n >= 32);
 }
 
 }  // namespace weft::cpu

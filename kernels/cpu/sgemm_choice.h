@@ -1,21 +1,40 @@
-// Which float GEMMs go to weft's own AVX-512 kernel (sgemm.h) rather than OpenBLAS, beyond the
-// narrow products it always takes (gemm.h: use_own_sgemm).
+// Which float GEMMs go to weft's own AVX-512 kernel (sgemm.h) rather than OpenBLAS.
 //
-// Whether it wins on general shapes depends on the CPU. On cores with full-width 512-bit FMA
-// units (Zen 5, Intel server parts) Debian's OpenBLAS runs its AVX2 kernels at about half of what
-// weft's kernel reaches (512^3: 482 vs 232 GFLOP/s on 2 cores); on Zen 4, whose 512-bit FMAs are
-// two 256-bit halves, OpenBLAS's cache blocking wins the large square products (2048^3: 208 vs
-// 147). So by default it is measured once per process, when the first general product comes.
+// The two round differently, so the choice decides the bits of every float product. It is a pure
+// function of the CPU's features and the product's shape (own_sgemm_for), never of a timing:
+// data-parallel replicas and restarted jobs on like machines must compute the same bits, and a
+// start-up measurement on a loaded machine could go either way. (An earlier version timed both
+// kernels once per process.)
 //
-//   WEFT_SGEMM=auto   measure (the default)
+// The rule, from measurements on the CPUs weft has run on:
+//   - no AVX-512F: OpenBLAS, always (the kernel needs it).
+//   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
+//     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.
+//   - other products with m >= 48 and n >= 32: weft's kernel where the cores execute 512-bit
+//     FMAs at full width (Intel's AVX-512 parts; AMD from Zen 5, family 1Ah). There Debian's
+//     OpenBLAS runs AVX2 kernels at about half the speed (512^3: 482 vs 232 GFLOP/s on 2 cores;
+//     1.3-3x for m >= 128). On Zen 4 (family 19h), whose 512-bit FMAs are two 256-bit halves,
+//     OpenBLAS's cache blocking wins the large squares (2048^3: 208 vs 147 GFLOP/s), so they
+//     stay with OpenBLAS.
+//   - the rest (fewer than 32 columns or 48 rows): OpenBLAS, whose small-matrix kernels are better
+//     there (a 16-wide tile is mostly padding; 60 x 10 x 784 measured 2x slower in weft's).
+// AMD's mobile Zen 5 parts double-pump 512-bit FMAs like Zen 4 but share family 1Ah, so they
+// get weft's kernel for general shapes too and may lose the large squares as Zen 4 does; pin
+// WEFT_SGEMM=blas there if those matter.
+//
+//   WEFT_SGEMM=auto   the rule above (the default)
 //   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX-512)
 //   WEFT_SGEMM=blas   OpenBLAS for every product
 //
-// The two round differently, and a measurement near the margin may go either way, so pin the
-// choice with own or blas where separate processes must produce the same bits.
+// Every process on machines with the same CPU model, thread count and setting computes the same
+// bits. Pin own or blas for equal bits across CPU models (own: among CPUs with AVX-512; blas: with
+// the same OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
+
+#include "kernels/cpu/sgemm.h"
 
 namespace weft::cpu {
 
@@ -28,8 +47,20 @@ SgemmChoice parse_sgemm_choice(std::string_view text);
 SgemmChoice sgemm_choice();
 void set_sgemm_choice(SgemmChoice choice);
 
-// Under kAuto: whether weft's kernel beat OpenBLAS by a clear margin on a 256x512x512 product,
-// timed once (10-15 ms with thread start-up, on first call) and remembered.
-bool own_sgemm_wins_general_shapes();
+// What the rule reads of the CPU.
+struct CpuFeatures {
+  bool avx512f = false;            // weft's kernel can run at all
+  bool full_width_avx512 = false;  // 512-bit FMAs execute at full width, not as two 256-bit halves
+};
+
+// From cpuid: avx512f from leaf 7 (and the OS saving the ZMM state), full width from the vendor
+// and family as described above. Read once.
+const CpuFeatures& host_cpu_features();
+
+// The widest product counted as narrow.
+constexpr int64_t kOwnSgemmMaxCols = 128;
+
+// Pure: whether the rule gives a product of this shape to weft's kernel on a CPU with `cpu`.
+bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g);
 
 }  // namespace weft::cpu

@@ -1,6 +1,7 @@
 // Definitions of the ops the fusion pass emits: FusedElementwise (a straight-line program of
-// elementwise ops over broadcast inputs, see fused.h) and FusedMatMul (a rank-2 MatMul with a bias
-// row added and an optional activation applied to its output).
+// elementwise ops over broadcast inputs, see fused.h) and FusedMatMul (a MatMul of a matrix B, A
+// of rank 2 or, without transpose_a, higher, with a bias row added and an optional activation
+// applied to its output).
 #include "kernels/defs/fused.h"
 
 #include <algorithm>
@@ -102,10 +103,14 @@ void infer_fused_matmul(InferContext& ctx) {
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);
   const Shape& bias = ctx.input_shape(2);
-  if (a.rank() != 2 || b.rank() != 2) ctx.fail("operands must have rank 2, got " + a.to_string() + " x " + b.to_string());
   const bool ta = ctx.attrs().get_or<bool>("transpose_a", false);
   const bool tb = ctx.attrs().get_or<bool>("transpose_b", false);
-  const int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  // A's leading dims are rows of one GEMM, which transpose_a would scatter.
+  if (a.rank() < 2 || b.rank() != 2 || (ta && a.rank() != 2))
+    ctx.fail("operands must have ranks 2 x 2, or higher x 2 without transpose_a, got " + a.to_string() + " x " +
+             b.to_string() + (ta ? " with transpose_a" : ""));
+  const int64_t r = a.rank();
+  const int64_t m = ta ? a[1] : a[r - 2], ka = ta ? a[0] : a[r - 1];
   const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
   if (ka >= 0 && kb >= 0 && ka != kb)
     ctx.fail("inner dimensions differ: " + a.to_string() + " x " + b.to_string() + (ta ? " with transpose_a" : "") +
@@ -115,13 +120,16 @@ void infer_fused_matmul(InferContext& ctx) {
   const std::string& act = ctx.attrs().get_or<std::string>("activation", "");
   if (act != "" && act != "relu" && act != "sigmoid" && act != "tanh")
     ctx.fail("unknown activation '" + act + "' (supported: '', 'relu', 'sigmoid', 'tanh')");
-  ctx.set_output(0, ctx.input_dtype(0), Shape{m, n >= 0 ? n : bias[0]});
+  Shape out(std::span<const int64_t>(a.data(), r - 2));
+  out.push_back(m);
+  out.push_back(n >= 0 ? n : bias[0]);
+  ctx.set_output(0, ctx.input_dtype(0), std::move(out));
 }
 
 Cost fused_matmul_cost(const InferContext& ctx) {
   const Shape& a = ctx.input_shape(0);
   const bool ta = ctx.attrs().get_or<bool>("transpose_a", false);
-  const double k = static_cast<double>(std::max<int64_t>(ta ? a[0] : a[1], 0));
+  const double k = static_cast<double>(std::max<int64_t>(ta ? a[0] : a[a.rank() - 1], 0));
   const double out = static_cast<double>(std::max<int64_t>(ctx.output(0).shape.num_elements(), 0));
   double bytes = out;
   for (int i = 0; i < 3; ++i) bytes += static_cast<double>(std::max<int64_t>(ctx.input_shape(i).num_elements(), 0));

@@ -142,12 +142,17 @@ std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) 
     const Node& mm = g.node(id);
     if (mm.type() != "MatMul" || mm.outputs.size() != 1) continue;
     const TensorMeta& out = mm.outputs[0];
-    if (!is_float(out.dtype) || out.shape.rank() != 2 || out.shape[1] < 0) continue;
+    const int64_t r = out.shape.rank();
+    if (!is_float(out.dtype) || r < 2 || out.shape[r - 1] < 0) continue;
+    // FusedMatMul takes a matrix B and folds A's leading dims into rows (not under transpose_a).
+    if (g.meta(mm.inputs[1]).shape.rank() != 2 || g.meta(mm.inputs[0]).shape.rank() != r ||
+        (r > 2 && mm.attrs.get_or<bool>("transpose_a", false)))
+      continue;
     const int32_t add = sole_reader(f, id);
     if (add < 0 || g.node(add).type() != "Add") continue;
     const Node& a = g.node(add);
     const Endpoint bias = a.inputs[0].node == id ? a.inputs[1] : a.inputs[0];
-    if (bias.node == id || g.meta(bias).dtype != out.dtype || g.meta(bias).shape != Shape{out.shape[1]}) continue;
+    if (bias.node == id || g.meta(bias).dtype != out.dtype || g.meta(bias).shape != Shape{out.shape[r - 1]}) continue;
     int32_t root = add;
     const int32_t act = sole_reader(f, add);
     if (act >= 0) {

@@ -112,6 +112,26 @@ TEST(FusedMatMul, TinyAndEmpty) {
   EXPECT_EQ(run("FusedMatMul", {a, b, random_tensor<float>({3}, 5)}, {}).shape(), (Shape{0, 3}));
 }
 
+// A of rank 3 and 4 against a matrix: the leading dims are rows of one product, so the result
+// is the rank-2 product of A viewed as a matrix, bit for bit, shaped like A.
+TEST(FusedMatMul, LeadingDimsOfAAreRows) {
+  for (const std::string act : {"", "relu", "tanh"}) {
+    for (bool tb : {false, true}) {
+      const Tensor a = random_tensor<float>({3, 2, 70, 24}, 20);
+      const Tensor b = random_tensor<float>(tb ? Shape{40, 24} : Shape{24, 40}, 21);
+      const Tensor bias = random_tensor<float>({40}, 22);
+      const Attrs attrs{{"transpose_b", tb}, {"activation", act}};
+      const Tensor got = run("FusedMatMul", {a, b, bias}, attrs);
+      ASSERT_EQ(got.shape(), (Shape{3, 2, 70, 40}));
+      const Tensor flat = run("FusedMatMul", {Tensor::from_host(float32, {420, 24}, a.to_vector<float>().data()), b, bias}, attrs);
+      EXPECT_EQ(got.to_vector<float>(), flat.to_vector<float>()) << act << (tb ? " tb" : "");
+    }
+  }
+  const Tensor a3 = random_tensor<double>({60, 28, 28}, 23), w = random_tensor<double>({28, 10}, 24);
+  const Tensor got = run("FusedMatMul", {a3, w, random_tensor<double>({10}, 25)}, {{"activation", std::string("relu")}});
+  EXPECT_EQ(got.shape(), (Shape{60, 28, 10}));
+}
+
 void expect_rejected(std::vector<Tensor> ins, const Attrs& attrs, const std::string& fragment) {
   try {
     run("FusedMatMul", std::move(ins), attrs);
@@ -128,7 +148,8 @@ TEST(FusedMatMul, BadArgumentsAreRejected) {
   expect_rejected({a, b, random_tensor<float>({4}, 9)}, {}, "bias must have shape (3,)");
   expect_rejected({a, b, random_tensor<float>({1, 3}, 9)}, {}, "bias must have shape");
   expect_rejected({a, a, bias}, {}, "inner dimensions differ");
-  expect_rejected({random_tensor<float>({2, 4, 5}, 10), b, bias}, {}, "rank 2");
+  expect_rejected({random_tensor<float>({2, 5, 4}, 10), b, bias}, {{"transpose_a", true}}, "ranks 2 x 2");
+  expect_rejected({a, random_tensor<float>({1, 5, 3}, 10), bias}, {}, "ranks 2 x 2");
   expect_rejected({a, b, bias}, {{"activation", std::string("gelu")}}, "unknown activation 'gelu'");
   expect_rejected({a, b, random_tensor<double>({3}, 11)}, {}, "dtypes differ");
 }

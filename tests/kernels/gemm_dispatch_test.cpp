@@ -2,7 +2,14 @@
 // same product through the dispatch that every matmul kernel uses.
 #include <gtest/gtest.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,8 +61,117 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
   EXPECT_EQ(use_own_sgemm(narrow), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(tiny));
   const GemmArgs general{256, 1000, 784, false, false, 784, 1000, 1000};
-  EXPECT_EQ(use_own_sgemm(general), sgemm_available() && own_sgemm_wins_general_shapes());
-  EXPECT_EQ(own_sgemm_wins_general_shapes(), own_sgemm_wins_general_shapes());  // measured once
+  EXPECT_EQ(use_own_sgemm(general), own_sgemm_for(host_cpu_features(), general));
+  EXPECT_EQ(host_cpu_features().avx512f, sgemm_available());
+}
+
+// The rule under auto reads nothing but the features and the shape: every CPU kind against the
+// shapes on each side of its thresholds.
+TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
+  const CpuFeatures avx2{false, false}, half_width{true, false}, full_width{true, true};
+  auto args = [](int64_t m, int64_t n, int64_t k) { return GemmArgs{m, n, k, false, false, k, n, n}; };
+  struct Case {
+    GemmArgs g;
+    bool avx2, half, full;
+    const char* what;
+  };
+  const Case cases[] = {
+      {args(600, 128, 700), false, true, true, "narrow with rows enough"},
+      {args(60000, 10, 784), false, true, true, "tall, under 32 columns"},
+      {args(1023, 10, 784), false, false, false, "under 32 columns, under 1024 rows"},
+      {args(64, 32, 64), false, true, true, "the smallest narrow product"},
+      {args(63, 32, 64), false, false, true, "one row short of narrow: general"},
+      {args(256, 1000, 784), false, false, true, "general"},
+      {args(2048, 2048, 2048), false, false, true, "large square"},
+      {args(48, 129, 64), false, false, true, "the smallest general product"},
+      {args(47, 129, 64), false, false, false, "one row short"},
+      {args(60, 10, 784), false, false, false, "tiny"},
+      {args(600, 128, 0), false, false, false, "nothing to multiply"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(own_sgemm_for(avx2, c.g), c.avx2) << c.what << " without AVX-512";
+    EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
+    EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
+  }
+  GemmArgs transposed = args(256, 1000, 784);
+  transposed.ta = transposed.tb = true;
+  EXPECT_TRUE(own_sgemm_for(full_width, transposed));
+}
+
+// A product on the edge of the old timing rule (weft's kernel against OpenBLAS at 256 x 512 x
+// 512), transposed, through gemm_rows under auto; its bits written to `path`, or compared.
+std::vector<float> edge_product() {
+  const int64_t m = 256, n = 512, k = 512;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
+  for (float& x : a) x = dist(rng);
+  for (float& x : b) x = dist(rng);
+  ChoiceGuard guard;
+  set_sgemm_choice(SgemmChoice::kAuto);
+  gemm_rows<float>(cpu_device()->pool(), GemmArgs{m, n, k, false, true, k, k, n}, a.data(), b.data(), c.data());
+  return c;
+}
+
+constexpr const char* kChildOutput = "WEFT_GEMM_TEST_CHILD_OUTPUT";
+
+// Run only as the child of SameBitsInEveryProcess, which names the file to write.
+TEST(SgemmChoiceChild, WritesTheEdgeProduct) {
+  const char* path = std::getenv(kChildOutput);
+  if (!path) GTEST_SKIP() << "run by SgemmChoice.SameBitsInEveryProcess";
+  const std::vector<float> c = edge_product();
+  std::FILE* f = std::fopen(path, "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(c.data(), sizeof(float), c.size(), f), c.size());
+  std::fclose(f);
+}
+
+// Runs this test binary's child test in a new process and returns the product it wrote.
+std::vector<float> product_of_child(const std::string& path) {
+  std::remove(path.c_str());
+  const std::string env = std::string(kChildOutput) + "=" + path;
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "WEFT_SGEMM=", 11) != 0 && std::strncmp(*e, kChildOutput, std::strlen(kChildOutput)) != 0)
+      envp.push_back(*e);
+  envp.push_back(const_cast<char*>(env.c_str()));
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=SgemmChoiceChild.WritesTheEdgeProduct";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) {
+    ADD_FAILURE() << "posix_spawn failed";
+    return {};
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  std::vector<float> c(256 * 512);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    ADD_FAILURE() << "the child wrote no " << path;
+    return {};
+  }
+  EXPECT_EQ(std::fread(c.data(), sizeof(float), c.size(), f), c.size());
+  std::fclose(f);
+  return c;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// Twice in this process and once in each of two fresh ones: the same bits every time, as
+// data-parallel replicas and restarted jobs need. (The old rule timed both kernels at start-up,
+// so on a machine where they are close the processes could disagree.)
+TEST(SgemmChoice, SameBitsInEveryProcess) {
+  const std::vector<float> here = edge_product();
+  EXPECT_TRUE(same_bits(here, edge_product())) << "twice in one process";
+  const std::string dir = ::testing::TempDir();
+  const std::vector<float> first = product_of_child(dir + "weft_gemm_child_1.bin");
+  const std::vector<float> second = product_of_child(dir + "weft_gemm_child_2.bin");
+  EXPECT_TRUE(same_bits(first, second)) << "two child processes";
+  EXPECT_TRUE(same_bits(here, first)) << "this process and a child";
 }
 
 // A product of general shape (neither narrow nor tiny), transposed both ways, through gemm_rows

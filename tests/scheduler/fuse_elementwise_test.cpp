@@ -153,6 +153,34 @@ TEST(FuseElementwise, DenseLayerBecomesFusedMatMul) {
   }
 }
 
+// Dense on the last axis of a rank-3 input: MatMul of [B, M, K] and a matrix, then bias and
+// relu. FusedMatMul folds B into its rows, so the three become one node; not under transpose_a
+// (whose batches' rows are scattered) nor with a batched B.
+TEST(FuseElementwise, DenseOnTheLastAxisOfARank3Input) {
+  GraphIR g;
+  const int32_t x = placeholder(g, float32, {-1, 28, 28}, "x");
+  const int32_t mm = add(g, "MatMul", {{x, 0}, {constant(g, random_tensor({28, 10}, 30)), 0}});
+  const int32_t out = add(g, "Relu", {{add(g, "Add", {{mm, 0}, {constant(g, random_tensor({10}, 31)), 0}}), 0}});
+  g.results = {{out, 0}};
+  EXPECT_EQ(fuse_and_compare(g, {x}, {random_tensor({6, 28, 28}, 32)}, 1e-6), 2);
+  EXPECT_EQ(count(g, "FusedMatMul"), 1);
+  EXPECT_EQ(g.node(g.results[0].node).outputs[0].shape, (Shape{-1, 28, 10}));
+
+  GraphIR t;
+  const int32_t xt = placeholder(t, float32, {5, 6, 7}, "x");
+  const int32_t mmt = add(t, "MatMul", {{xt, 0}, {constant(t, random_tensor({6, 4}, 33)), 0}}, {{"transpose_a", true}});
+  t.results = {{add(t, "Add", {{mmt, 0}, {constant(t, random_tensor({4}, 34)), 0}}), 0}};
+  fuse_and_compare(t, {xt}, {random_tensor({5, 6, 7}, 35)});
+  EXPECT_EQ(count(t, "FusedMatMul"), 0);
+
+  GraphIR bb;
+  const int32_t xb = placeholder(bb, float32, {5, 7, 6}, "x");
+  const int32_t mmb = add(bb, "MatMul", {{xb, 0}, {constant(bb, random_tensor({5, 6, 4}, 36)), 0}});
+  bb.results = {{add(bb, "Add", {{mmb, 0}, {constant(bb, random_tensor({4}, 37)), 0}}), 0}};
+  fuse_and_compare(bb, {xb}, {random_tensor({5, 7, 6}, 38)});
+  EXPECT_EQ(count(bb, "FusedMatMul"), 0);
+}
+
 TEST(FuseElementwise, TwoDenseLayersAndAnElementwiseTail) {
   // sigmoid(relu(x w1 + b1) w2 + b2) * 2 - 1: two FusedMatMul; the tail mul/sub fuse together.
   GraphIR g;
