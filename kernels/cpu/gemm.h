@@ -39,6 +39,12 @@ inline bool use_own_sgemm(const GemmArgs& g) {
     case SgemmChoice::kBlas: return false;
     case SgemmChoice::kAuto: break;
   }
+  if (!sgemm_has_avx512()) {
+    // The AVX2 variant reaches about 90% of OpenBLAS's kernels on general shapes; it wins where it
+    // reads a tall A in place and writes C once: very narrow products (2x at 60000x128 by 128x10),
+    // and narrow ones with a short inner dimension (10% at 60000x128 by 128x128).
+    return g.m >= 1024 && (g.n <= 16 || (g.n <= kOwnSgemmMaxCols && g.k <= 128));
+  }
   const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
   return narrow || (g.m >= 48 && g.n >= 32 && own_sgemm_wins_general_shapes());
 }

@@ -51,10 +51,12 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
   EXPECT_EQ(use_own_sgemm(tiny), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(empty_k));  // nothing to multiply: the callers fill C themselves
   set_sgemm_choice(SgemmChoice::kAuto);
-  EXPECT_EQ(use_own_sgemm(narrow), sgemm_available());
+  // 600 rows: narrow enough for the AVX-512 variant, too short for the AVX2 one.
+  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512());
+  EXPECT_EQ(use_own_sgemm(GemmArgs{60000, 10, 128, false, false, 128, 10, 10}), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(tiny));
   const GemmArgs general{256, 1000, 784, false, false, 784, 1000, 1000};
-  EXPECT_EQ(use_own_sgemm(general), sgemm_available() && own_sgemm_wins_general_shapes());
+  EXPECT_EQ(use_own_sgemm(general), sgemm_has_avx512() && own_sgemm_wins_general_shapes());
   EXPECT_EQ(own_sgemm_wins_general_shapes(), own_sgemm_wins_general_shapes());  // measured once
 }
 
