@@ -1,4 +1,4 @@
-// One GEMM, C = op(A) op(B), row-major. Float products go to weft's own AVX-512 GEMM (sgemm.h)
+// One GEMM, C = op(A) op(B), row-major. Float products go to weft's own GEMM (sgemm.h)
 // where sgemm_choice.h's rule gives them to it; everything else goes through CBLAS.
 //
 // OpenBLAS runs single-threaded: its thread count is set to 1 once per process (when the kernels

@@ -1,4 +1,4 @@
-// weft's own float GEMM for CPUs with AVX-512: C = op(A) op(B), row-major, optionally followed by
+// weft's own float GEMM for CPUs with AVX2 and FMA, or AVX-512: C = op(A) op(B), row-major, optionally followed by
 // `act(C + bias)` applied while each tile of C is still in registers (the epilogue of FusedMatMul).
 //
 //   if (sgemm_available()) sgemm(pool, g, a, b, c, {.bias = bias, .relu = true});
@@ -9,8 +9,9 @@
 // or small (256x784 by 784x128), and there OpenBLAS zeroes C before accumulating into it, packs
 // both operands on every call, and spins its own threads beside weft's pool. This GEMM packs B
 // once per call, packs A a cache block at a time, writes C once (epilogue included), and threads
-// on weft's pool. Each element of C sums over k in the same order whatever the thread count, so
-// results are deterministic and equal between eager and traced runs.
+// on weft's pool. Each element of C sums over k in the same order whatever the thread count and
+// the instruction set, so results are deterministic, equal between eager and traced runs, and
+// equal on every CPU that runs it.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,11 @@ struct SgemmEpilogue {
   bool relu = false;            // then max(0, x), NaN passing through as relu_of does
 };
 
-// True when this CPU has AVX-512F; sgemm must not be called otherwise.
+// True when this CPU has AVX-512F, or AVX2 and FMA; sgemm must not be called otherwise. The
+// variants (sgemm_avx2.cpp, sgemm_avx512.cpp) give the same bits (sgemm_driver.h says why).
 bool sgemm_available();
+// True when sgemm runs its AVX-512 variant.
+bool sgemm_has_avx512();
 
 // Requires g.k > 0 and lda/ldb/ldc consistent with the row-major layout of each operand.
 void sgemm(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, float* c,

@@ -1,283 +1,83 @@
-// The AVX-512 float GEMM of sgemm.h. Only the micro-kernel is compiled for AVX-512, through a
-// target attribute rather than -mavx512f on the file: with the flag, the copies of inline library
-// functions this file instantiates (std::fill, ...) could be the ones the linker keeps for the
-// whole program, and would then fault on a CPU without AVX-512.
-//
-// The loops are those of BLIS/Goto: B in panels of NR columns, split over K in blocks of at most
-// kKcMax; per thread, A a block of rows at a time in panels of MR rows; the micro-kernel computes
-// an MR x NR tile of C in MR * NR / 16 zmm registers, reading one broadcast of A and NR / 16
-// vectors of B per step of k. Where the operands allow (direct_a, direct_b) panels are read in
-// place instead of packed: for the narrow products of an MLP, packing would cost 10-25% of the
-// time. The tile's epilogue (accumulate the earlier K blocks, add bias, relu) runs on the
-// registers before the single store.
-#include "kernels/cpu/sgemm.h"
-
+// The AVX-512 micro-kernel of weft's own GEMM (sgemm_driver.h has the loops around it): an
+// MR x (NV * 16) tile of C in MR * NV zmm registers.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstdlib>
-#include <memory>
+#include "kernels/cpu/sgemm_driver.h"
+#include "kernels/cpu/sgemm_isa.h"
 
 namespace weft::cpu {
 
 namespace {
 
-constexpr int kLanes = 16;               // floats per zmm
-constexpr int64_t kKcMax = 256;          // K block: a B micro-panel of kKcMax x 32 floats stays in L1/L2
-constexpr int64_t kABlockBytes = 128 << 10;  // packed A block per thread: in L2 beside the B panels
-constexpr int64_t kDirectBBytes = 1 << 20;    // B read in place up to this size (see direct_b)
-constexpr int64_t kDirectAPanels = 4;          // A read in place for at most this many column panels
-constexpr double kSerialFlops = 4e6;     // below this, one thread: waking the pool costs more
+struct Avx512 {
+  static constexpr int kLanes = 16;
+  // Both operands of a narrow product read in place where they allow (sgemm_driver.h: direct_a,
+  // direct_b): tuned on AVX-512 CPUs.
+  static constexpr bool kReadAInPlace = true;
+  static constexpr bool kReadBInPlace = true;
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-
-// A 64-byte aligned scratch buffer that only grows; one per thread for A, one per call for B.
-class Scratch {
- public:
-  float* get(int64_t floats) {
-    if (floats > cap_) {
-      const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-      buf_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      if (!buf_) throw std::bad_alloc();
-      cap_ = floats;
+  // A is read from a packed panel (row stride 1, k stride MR) or, kDirect, straight from row-major
+  // A (row stride lda, k stride 1), which saves packing the tall operand of a forward pass; then
+  // `a_next`, the same columns of the next panel, is prefetched a row per step of k. Row k of the
+  // B panel is at bp + k * ldb.
+  template <int MR, int NV, bool kDirect>
+  __attribute__((target("avx512f"))) static void tile(int64_t kc, const float* __restrict ap, int64_t lda,
+                                                      const float* a_next, const float* __restrict bp, int64_t ldb,
+                                                      const sgemm_detail::TileOut& out) {
+    __mmask16 masks[NV];
+    for (int v = 0; v < NV; ++v) {
+      const int valid = std::clamp(out.cols - v * kLanes, 0, kLanes);
+      masks[v] = static_cast<__mmask16>((1u << valid) - 1u);
     }
-    return buf_.get();
-  }
-
- private:
-  std::unique_ptr<float, FreeDeleter> buf_;
-  int64_t cap_ = 0;
-};
-
-Scratch& a_scratch() {
-  thread_local Scratch s;
-  return s;
-}
-Scratch& b_scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-// K split into `count` blocks of nearly equal size, at most kKcMax each.
-struct KBlocks {
-  int64_t count, size;
-  int64_t begin(int64_t kb) const { return kb * size; }
-  int64_t len(int64_t kb, int64_t k) const { return std::min(size, k - kb * size); }
-};
-
-KBlocks split_k(int64_t k) {
-  const int64_t count = (k + kKcMax - 1) / kKcMax;
-  const int64_t size = (k + count - 1) / count;
-  return {count, size};
-}
-
-// Packs a panel of W lines (rows of A, or columns of B) over K block [k0, k0 + kc): kc x W floats,
-// line w of step k at dst[k * W + w], lines past `lines` zero. `src` points at element (k0, w0);
-// the operand stores step k of line w at src[k * ld + w] when `lines_contiguous`, else at
-// src[w * ld + k].
-template <int W>
-void pack_panel(const float* src, int64_t ld, bool lines_contiguous, int64_t lines, int64_t kc, float* dst) {
-  if (lines_contiguous) {
-    for (int64_t k = 0; k < kc; ++k) {
-      float* d = dst + k * W;
-      std::copy(src + k * ld, src + k * ld + lines, d);
-      std::fill(d + lines, d + W, 0.0f);
-    }
-    return;
-  }
-  for (int64_t k = 0; k < kc; ++k) std::fill(dst + k * W + lines, dst + (k + 1) * W, 0.0f);
-  for (int64_t w = 0; w < lines; ++w)
-    for (int64_t k = 0; k < kc; ++k) dst[k * W + w] = src[w * ld + k];
-}
-
-// B's panel of columns [j0, j0 + NR) and A's panel of rows [i0, i0 + MR) over K block [k0, k0 + kc).
-template <int NR>
-void pack_b_panel(const GemmArgs& g, const float* b, int64_t k0, int64_t kc, int64_t j0, float* dst) {
-  const float* src = g.tb ? b + j0 * g.ldb + k0 : b + k0 * g.ldb + j0;
-  pack_panel<NR>(src, g.ldb, !g.tb, std::min<int64_t>(NR, g.n - j0), kc, dst);
-}
-template <int MR>
-void pack_a_panel(const GemmArgs& g, const float* a, int64_t i0, int64_t k0, int64_t kc, float* dst) {
-  const float* src = g.ta ? a + k0 * g.lda + i0 : a + i0 * g.lda + k0;
-  pack_panel<MR>(src, g.lda, g.ta, std::min<int64_t>(MR, g.m - i0), kc, dst);
-}
-
-// Where one tile's results go: `rows` x (valid columns, as masks) of C at c; accumulate onto what
-// earlier K blocks left there; the epilogue only on the last K block.
-struct TileOut {
-  float* c;
-  int64_t ldc;
-  int rows;
-  bool accumulate;
-  const float* bias;  // already offset to the tile's first column; null for none
-  bool relu;
-};
-
-// A is read from a packed panel (row stride 1, k stride MR) or, kDirect, straight from row-major A
-// (row stride lda, k stride 1), which saves packing the tall operand of a forward pass; then
-// `a_next`, the same columns of the next panel, is prefetched a row per step of k. Row k of the
-// B panel is at bp + k * ldb.
-template <int MR, int NV, bool kDirect>
-__attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* __restrict ap, int64_t lda,
-                                                     const float* a_next, const float* __restrict bp,
-                                                     int64_t ldb, const TileOut& out, const __mmask16* masks) {
-  __m512 acc[MR][NV];
+    __m512 acc[MR][NV];
 #pragma GCC unroll 64
-  for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  const int64_t row_stride = kDirect ? lda : 1;
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* a_k = kDirect ? ap + k : ap + k * MR;
-    __m512 bv[NV];
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    const int64_t row_stride = kDirect ? lda : 1;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* a_k = kDirect ? ap + k : ap + k * MR;
+      __m512 bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * kLanes);
-    if (kDirect && a_next) _mm_prefetch(reinterpret_cast<const char*>(a_next + (k % kLanes) * lda + (k & ~int64_t{kLanes - 1})), _MM_HINT_T0);
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * kLanes);
+      if (kDirect && a_next)
+        _mm_prefetch(reinterpret_cast<const char*>(a_next + (k % kLanes) * lda + (k & ~int64_t{kLanes - 1})),
+                     _MM_HINT_T0);
+#pragma GCC unroll 64
+      for (int i = 0; i < MR; ++i) {
+        const __m512 av = _mm512_set1_ps(a_k[i * row_stride]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+      }
+      bp += ldb;
+    }
+    __m512 bias[NV];
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bias[v] = out.bias ? _mm512_maskz_loadu_ps(masks[v], out.bias + v * kLanes) : zero;
 #pragma GCC unroll 64
     for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(a_k[i * row_stride]);
+      if (i >= out.rows) break;
+      float* row = out.c + i * out.ldc;
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
-    }
-    bp += ldb;
-  }
-  __m512 bias[NV];
-  const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) bias[v] = out.bias ? _mm512_maskz_loadu_ps(masks[v], out.bias + v * kLanes) : zero;
-#pragma GCC unroll 64
-  for (int i = 0; i < MR; ++i) {
-    if (i >= out.rows) break;
-    float* row = out.c + i * out.ldc;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      __m512 x = acc[i][v];
-      // Same operations, in the same order, as the unfused MatMul, Add and Relu kernels.
-      if (out.accumulate) x = _mm512_add_ps(_mm512_maskz_loadu_ps(masks[v], row + v * kLanes), x);
-      if (out.bias) x = _mm512_add_ps(x, bias[v]);
-      if (out.relu) x = _mm512_maskz_max_ps(0xFFFF, zero, x);  // max(0, NaN) is NaN, max(0, -0) is -0
-      _mm512_mask_storeu_ps(row + v * kLanes, masks[v], x);
-    }
-  }
-}
-
-// One GEMM with micro-tiles of MR x (NV * 16).
-template <int MR, int NV>
-class Driver {
- public:
-  static constexpr int NR = NV * kLanes;
-
-  Driver(const GemmArgs& g, const float* a, const float* b, float* c, const SgemmEpilogue& ep)
-      : g_(g), a_(a), b_(b), c_(c), ep_(ep), kb_(split_k(g.k)), n_panels_((g.n + NR - 1) / NR),
-        n_pad_(n_panels_ * NR), m_panels_((g.m + MR - 1) / MR),
-        small_b_(!g.tb && g.k * g.n * int64_t{sizeof(float)} <= kDirectBBytes),
-        narrow_a_(!g.ta && n_panels_ <= kDirectAPanels && g.lda * int64_t{sizeof(float)} % 4096 != 0) {}
-
-  int64_t m_panels() const { return m_panels_; }
-  int64_t n_panels() const { return n_panels_; }
-  int64_t packed_b_floats() const { return g_.k * n_pad_; }
-  bool packs_all_of_b() const { return !small_b_; }
-
-  // Packs those of column panels [q0, q1) of B that are not read in place, all K blocks.
-  void pack_b(float* packed, int64_t q0, int64_t q1) const {
-    for (int64_t kb = 0; kb < kb_.count; ++kb) {
-      const int64_t k0 = kb_.begin(kb), kc = kb_.len(kb, g_.k);
-      for (int64_t q = q0; q < q1; ++q)
-        if (!direct_b(q)) pack_b_panel<NR>(g_, b_, k0, kc, q * NR, packed + k0 * n_pad_ + q * kc * NR);
-    }
-  }
-
-  // Row panels [p0, p1) by column panels [q0, q1) of C.
-  void compute(const float* packed_b, int64_t p0, int64_t p1, int64_t q0, int64_t q1) const {
-    const int64_t block_panels = std::max<int64_t>(1, kABlockBytes / (kb_.size * MR * int64_t{sizeof(float)}));
-    float* packed_a = a_scratch().get(block_panels * kb_.size * MR);
-    for (int64_t pb = p0; pb < p1; pb += block_panels) {
-      const int64_t pe = std::min(p1, pb + block_panels);
-      for (int64_t kb = 0; kb < kb_.count; ++kb) {
-        const int64_t k0 = kb_.begin(kb), kc = kb_.len(kb, g_.k);
-        // Full panels of a row-major A are read in place; transposed A and the last partial
-        // panel are packed.
-        for (int64_t p = pb; p < pe; ++p)
-          if (!direct_a(p)) pack_a_panel<MR>(g_, a_, p * MR, k0, kc, packed_a + (p - pb) * kc * MR);
-        const bool last = kb + 1 == kb_.count;
-        for (int64_t q = q0; q < q1; ++q) {
-          __mmask16 masks[NV];
-          for (int v = 0; v < NV; ++v) {
-            const int64_t valid = std::clamp<int64_t>(g_.n - q * NR - v * kLanes, 0, kLanes);
-            masks[v] = static_cast<__mmask16>((1u << valid) - 1u);
-          }
-          const float* bp = direct_b(q) ? b_ + k0 * g_.ldb + q * NR : packed_b + k0 * n_pad_ + q * kc * NR;
-          const int64_t ldb = direct_b(q) ? g_.ldb : NR;
-          for (int64_t p = pb; p < pe; ++p) {
-            const TileOut out{c_ + p * MR * g_.ldc + q * NR, g_.ldc, static_cast<int>(std::min<int64_t>(MR, g_.m - p * MR)),
-                              kb > 0, last && ep_.bias ? ep_.bias + q * NR : nullptr, last && ep_.relu};
-            if (direct_a(p)) {
-              // While the first column panel streams this panel of A in, fetch the next one.
-              const float* next = q == q0 && p + 1 < p1 ? a_ + (p + 1) * MR * g_.lda + k0 : nullptr;
-              micro_kernel<MR, NV, true>(kc, a_ + p * MR * g_.lda + k0, g_.lda, next, bp, ldb, out, masks);
-            } else {
-              micro_kernel<MR, NV, false>(kc, packed_a + (p - pb) * kc * MR, 0, nullptr, bp, ldb, out, masks);
-            }
-          }
-        }
+      for (int v = 0; v < NV; ++v) {
+        __m512 x = acc[i][v];
+        // Same operations, in the same order, as the unfused MatMul, Add and Relu kernels.
+        if (out.accumulate) x = _mm512_add_ps(_mm512_maskz_loadu_ps(masks[v], row + v * kLanes), x);
+        if (out.bias) x = _mm512_add_ps(x, bias[v]);
+        if (out.relu) x = _mm512_maskz_max_ps(0xFFFF, zero, x);  // max(0, NaN) is NaN, max(0, -0) is -0
+        _mm512_mask_storeu_ps(row + v * kLanes, masks[v], x);
       }
     }
   }
-
- private:
-  // Whole panels of a row-major operand are read in place; the others are packed.
-  // A in place only for a few column panels: packing pays for itself once A is read many times,
-  // and MR rows 4 KiB apart would fight over one set of L1.
-  bool direct_a(int64_t p) const { return narrow_a_ && (p + 1) * MR <= g_.m; }
-  // B in place only while all of it stays in L2: read in place, each step of k touches a
-  // different row of B, which from memory (or with a power-of-two row stride) is slower than
-  // packing it.
-  bool direct_b(int64_t q) const { return small_b_ && (q + 1) * NR <= g_.n; }
-
-  const GemmArgs& g_;
-  const float* a_;
-  const float* b_;
-  float* c_;
-  SgemmEpilogue ep_;
-  KBlocks kb_;
-  int64_t n_panels_, n_pad_, m_panels_;
-  bool small_b_, narrow_a_;
 };
-
-template <int MR, int NV>
-void run(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, float* c, const SgemmEpilogue& ep) {
-  Driver<MR, NV> d(g, a, b, c, ep);
-  float* packed_b = b_scratch().get(d.packed_b_floats());
-  const int threads = 2.0 * double(g.m) * double(g.n) * double(g.k) < kSerialFlops ? 1 : pool.num_threads();
-  if (threads == 1) {
-    d.pack_b(packed_b, 0, d.n_panels());
-    d.compute(packed_b, 0, d.m_panels(), 0, d.n_panels());
-    return;
-  }
-  if (d.packs_all_of_b()) pool.parallel_for(d.n_panels(), 1, [&](int64_t q0, int64_t q1) { d.pack_b(packed_b, q0, q1); });
-  else d.pack_b(packed_b, 0, d.n_panels());  // at most the last, partial, panel
-  // Split rows when there are enough row panels for every thread (each thread then packs only its
-  // own rows of A); otherwise split the column panels.
-  if (d.m_panels() >= 2 * threads || d.n_panels() == 1) {
-    pool.parallel_for(d.m_panels(), 1, [&](int64_t p0, int64_t p1) { d.compute(packed_b, p0, p1, 0, d.n_panels()); });
-  } else {
-    pool.parallel_for(d.n_panels(), 1, [&](int64_t q0, int64_t q1) { d.compute(packed_b, 0, d.m_panels(), q0, q1); });
-  }
-}
 
 }  // namespace
 
-bool sgemm_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
-void sgemm(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, float* c, const SgemmEpilogue& ep) {
-  if (g.m <= 0 || g.n <= 0) return;
-  if (g.n <= kLanes) run<24, 1>(pool, g, a, b, c, ep);
-  else run<14, 2>(pool, g, a, b, c, ep);
+void sgemm_avx512(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, float* c,
+                  const SgemmEpilogue& ep) {
+  if (g.n <= Avx512::kLanes) sgemm_detail::run<Avx512, 24, 1>(pool, g, a, b, c, ep);
+  else sgemm_detail::run<Avx512, 14, 2>(pool, g, a, b, c, ep);
 }
 
 }  // namespace weft::cpu

@@ -32,6 +32,7 @@ CpuFeatures read_features() {
   CpuFeatures f;
   // libgcc's check includes the OS enabling the ZMM state (XCR0), not just the cpuid bit.
   f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (!f.avx512f) return f;
   __builtin_cpu_init();
   const bool intel = __builtin_cpu_is("intel");
@@ -66,7 +67,10 @@ const CpuFeatures& host_cpu_features() {
 }
 
 bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g) {
-  if (!cpu.avx512f || g.k <= 0) return false;
+  if (g.k <= 0) return false;
+  if (!cpu.avx512f) {
+    return cpu.avx2_fma && g.m >= 1024 && (g.n <= kOwnAvx2MaxColsAnyK || (g.n <= kOwnSgemmMaxCols && g.k <= 128));
+  }
   const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
   return narrow || (cpu.full_width_avx512 && g.m >= 48 && g.n >= 32);
 }

@@ -1,4 +1,4 @@
-// Which float GEMMs go to weft's own AVX-512 kernel (sgemm.h) rather than OpenBLAS.
+// Which float GEMMs go to weft's own kernel (sgemm.h: AVX2 or AVX-512 variant) rather than OpenBLAS.
 //
 // The two round differently, so the choice decides the bits of every float product. It is a pure
 // function of the CPU's features and the product's shape (own_sgemm_for), never of a timing:
@@ -7,7 +7,11 @@
 // kernels once per process.)
 //
 // The rule, from measurements on the CPUs weft has run on:
-//   - no AVX-512F: OpenBLAS, always (the kernel needs it).
+//   - AVX2 and FMA without AVX-512F (the AVX2 variant): only tall products (m >= 1024) that are
+//     very narrow (n <= 16: 2x OpenBLAS at 60000x128 by 128x10, A read in place) or narrow with a
+//     short inner dimension (n <= 128, k <= 128: 10% faster). Elsewhere its kernel reaches about
+//     90% of OpenBLAS's hand-written Haswell kernels (single-threaded, on a Zen 3 VM).
+//   - neither: OpenBLAS, always.
 //   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
 //     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.
 //   - other products with m >= 48 and n >= 32: weft's kernel where the cores execute 512-bit
@@ -23,12 +27,13 @@
 // WEFT_SGEMM=blas there if those matter.
 //
 //   WEFT_SGEMM=auto   the rule above (the default)
-//   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX-512)
+//   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX2 and FMA)
 //   WEFT_SGEMM=blas   OpenBLAS for every product
 //
 // Every process on machines with the same CPU model, thread count and setting computes the same
-// bits. Pin own or blas for equal bits across CPU models (own: among CPUs with AVX-512; blas: with
-// the same OpenBLAS build and the same kernels chosen by it for the cores).
+// bits. Pin own or blas for equal bits across CPU models (own: among all CPUs with AVX2 and FMA,
+// since both variants follow one order of operations (sgemm_driver.h); blas: with the same
+// OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
 
 #include <cstdint>
@@ -49,8 +54,9 @@ void set_sgemm_choice(SgemmChoice choice);
 
 // What the rule reads of the CPU.
 struct CpuFeatures {
-  bool avx512f = false;            // weft's kernel can run at all
+  bool avx512f = false;            // the AVX-512 variant can run
   bool full_width_avx512 = false;  // 512-bit FMAs execute at full width, not as two 256-bit halves
+  bool avx2_fma = false;           // the AVX2 variant can run
 };
 
 // From cpuid: avx512f from leaf 7 (and the OS saving the ZMM state), full width from the vendor
@@ -59,6 +65,8 @@ const CpuFeatures& host_cpu_features();
 
 // The widest product counted as narrow.
 constexpr int64_t kOwnSgemmMaxCols = 128;
+// Without AVX-512: the widest product given to the AVX2 variant whatever its inner dimension.
+constexpr int64_t kOwnAvx2MaxColsAnyK = 16;
 
 // Pure: whether the rule gives a product of this shape to weft's kernel on a CPU with `cpu`.
 bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g);

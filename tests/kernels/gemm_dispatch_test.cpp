@@ -58,17 +58,22 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
   EXPECT_EQ(use_own_sgemm(tiny), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(empty_k));  // nothing to multiply: the callers fill C themselves
   set_sgemm_choice(SgemmChoice::kAuto);
-  EXPECT_EQ(use_own_sgemm(narrow), sgemm_available());
+  // 600 rows: narrow enough for the AVX-512 variant, too short for the AVX2 one.
+  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512());
+  EXPECT_EQ(use_own_sgemm(GemmArgs{60000, 10, 128, false, false, 128, 10, 10}), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(tiny));
   const GemmArgs general{256, 1000, 784, false, false, 784, 1000, 1000};
   EXPECT_EQ(use_own_sgemm(general), own_sgemm_for(host_cpu_features(), general));
-  EXPECT_EQ(host_cpu_features().avx512f, sgemm_available());
+  EXPECT_EQ(host_cpu_features().avx512f || host_cpu_features().avx2_fma, sgemm_available());
+  EXPECT_EQ(host_cpu_features().avx512f, sgemm_has_avx512());
 }
 
 // The rule under auto reads nothing but the features and the shape: every CPU kind against the
 // shapes on each side of its thresholds.
 TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
-  const CpuFeatures avx2{false, false}, half_width{true, false}, full_width{true, true};
+  const CpuFeatures none{}, avx2{.avx2_fma = true};
+  const CpuFeatures half_width{.avx512f = true, .full_width_avx512 = false, .avx2_fma = true};
+  const CpuFeatures full_width{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true};
   auto args = [](int64_t m, int64_t n, int64_t k) { return GemmArgs{m, n, k, false, false, k, n, n}; };
   struct Case {
     GemmArgs g;
@@ -77,7 +82,11 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
   };
   const Case cases[] = {
       {args(600, 128, 700), false, true, true, "narrow with rows enough"},
-      {args(60000, 10, 784), false, true, true, "tall, under 32 columns"},
+      {args(60000, 10, 784), true, true, true, "tall, under 32 columns"},
+      {args(60000, 16, 784), true, true, true, "tall, 16 columns"},
+      {args(60000, 17, 784), false, true, true, "tall, 17 columns, long inner dimension"},
+      {args(60000, 128, 128), true, true, true, "tall and narrow, short inner dimension"},
+      {args(60000, 128, 129), false, true, true, "tall and narrow, longer inner dimension"},
       {args(1023, 10, 784), false, false, false, "under 32 columns, under 1024 rows"},
       {args(64, 32, 64), false, true, true, "the smallest narrow product"},
       {args(63, 32, 64), false, false, true, "one row short of narrow: general"},
@@ -89,7 +98,8 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
       {args(600, 128, 0), false, false, false, "nothing to multiply"},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(own_sgemm_for(avx2, c.g), c.avx2) << c.what << " without AVX-512";
+    EXPECT_FALSE(own_sgemm_for(none, c.g)) << c.what << " without AVX2";
+    EXPECT_EQ(own_sgemm_for(avx2, c.g), c.avx2) << c.what << " with AVX2 only";
     EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
     EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
   }

@@ -1,9 +1,13 @@
-// weft's own AVX-512 GEMM (kernels/cpu/sgemm.h) against a plain triple loop in double: every
+// weft's own GEMM (kernels/cpu/sgemm.h, its AVX2 or AVX-512 variant, whichever this CPU runs)
+// against a plain triple loop in double: every
 // combination of transposes, shapes that leave partial tiles in both directions, K split into
 // several blocks, operands with padded leading dimensions (including the 4 KiB strides that make
 // it pack A instead of reading it in place), the fused bias and relu, and bitwise equality
-// between one and two threads and between the fused epilogue and the unfused ops.
+// between one and two threads and between the fused epilogue and the unfused ops; and bitwise
+// equality with the order of operations sgemm_driver.h documents, which is what makes the
+// variants agree with each other.
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/sgemm_driver.h"
 
 #include <gtest/gtest.h>
 
@@ -78,7 +82,7 @@ void expect_matches_reference(const Problem& p, const std::vector<float>& c, boo
 class Sgemm : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sgemm_available()) GTEST_SKIP() << "this CPU has no AVX-512F";
+    if (!sgemm_available()) GTEST_SKIP() << "this CPU has neither AVX2 with FMA nor AVX-512F";
   }
   ThreadPool one_{1}, two_{2};
 };
@@ -157,6 +161,36 @@ TEST_F(Sgemm, ReluKeepsNaN) {
     EXPECT_TRUE(std::isnan(c[static_cast<size_t>(j)])) << j;
     EXPECT_EQ(c[static_cast<size_t>(20 + j)], 0.f) << j;
   }
+}
+
+TEST_F(Sgemm, BitsFollowTheDocumentedOrderOnEveryVariant) {
+  // Each element: a chain of float FMAs over k in increasing order, restarted per K block of
+  // split_k, the blocks added in order, then the bias, then relu. Computed here with std::fma,
+  // this is what every variant must give bit for bit, so an AVX2 machine and an AVX-512 machine
+  // agree. k = 700 spans three K blocks; the shapes cover both tile widths of both variants.
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 10, 700}, {50, 45, 300}, {1100, 128, 130}})
+    for (int t = 0; t < 4; ++t) {
+      const Problem p = make_problem(m, n, k, t & 1, t & 2, 0, uint32_t(400 + t));
+      const std::vector<float> c = run(two_, p, {p.bias.data(), true});
+      const sgemm_detail::KBlocks blocks = sgemm_detail::split_k(k);
+      int reported = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          float total = 0;
+          for (int64_t kb = 0; kb < blocks.count; ++kb) {
+            float block = 0;
+            for (int64_t q = blocks.begin(kb); q < blocks.begin(kb) + blocks.len(kb, k); ++q)
+              block = std::fma(a_at(p, i, q), b_at(p, q, j), block);
+            total = kb == 0 ? block : total + block;
+          }
+          total += p.bias[static_cast<size_t>(j)];
+          total = total < 0 ? 0.f : total;
+          const float got = c[static_cast<size_t>(i * n + j)];
+          if (std::memcmp(&got, &total, sizeof(float)) != 0 && reported++ < 5)
+            ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got << ", the documented order gives " << total
+                          << " (m=" << m << " n=" << n << " k=" << k << " ta=" << p.g.ta << " tb=" << p.g.tb << ")";
+        }
+    }
 }
 
 }  // namespace
