@@ -71,9 +71,13 @@ int main() {
     std::vector<float> c(n * n);
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
+    double w = bench::seconds_per_call([&] { Tensor y = matmul(a, b); }, 3);
+    // weft keeps OpenBLAS single-threaded and threads products itself (kernels/cpu/gemm.h); the
+    // peer is OpenBLAS with its own threading over every core, then set back.
+    openblas_set_num_threads(host_topology().physical_cores);
     double blas = bench::seconds_per_call(
         [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, pa, n, pb, n, 0.f, c.data(), n); }, 3);
-    double w = bench::seconds_per_call([&] { Tensor y = matmul(a, b); }, 3);
+    openblas_set_num_threads(1);
     double gf = 2.0 * n * n * n / 1e9;
     std::string peer = "cblas_sgemm " + fmt("%.1f GFLOP/s", gf / blas);
 #ifdef WEFT_HAVE_TORCH
