@@ -6,6 +6,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "api/control_flow.h"
 #include "api/function.h"
 #include "api/gradient_tape.h"
 #include "api/nn/layers.h"
@@ -80,6 +81,7 @@ TEST(FunctionTape, SameGradientsAsEagerForArgumentsAndVariables) {
   ASSERT_EQ(eager.size(), traced.size());
   for (size_t i = 0; i < eager.size(); ++i) expect_close(eager[i], traced[i], "variable " + std::to_string(i));
   expect_close(eager_dx, traced_dx, "dx");
+  EXPECT_EQ(f.tracing_count(), 1);
   EXPECT_EQ(body_runs, 1);  // traced once; the tape call ran the graph, not the body
 }
 
@@ -123,6 +125,7 @@ TEST(FunctionTape, KerasModelCapturedWeightsGetEagerGradients) {
   }
   ASSERT_EQ(eager.size(), 4u);
   for (size_t i = 0; i < eager.size(); ++i) expect_close(eager[i], traced[i], "weight " + std::to_string(i));
+  EXPECT_EQ(fwd.tracing_count(), 1);
   EXPECT_EQ(body_runs, 1);
 }
 
@@ -139,6 +142,7 @@ TEST(FunctionTape, PersistentTapeAnswersTwice) {
     expect_close(eager[i], first[i], "first " + std::to_string(i));
     expect_close(eager[i], second[i], "second " + std::to_string(i));
   }
+  EXPECT_EQ(f.tracing_count(), 1);
 }
 
 TEST(FunctionTape, ResultsPartlyUnusedAndUnconnectedInputs) {
@@ -163,6 +167,7 @@ TEST(FunctionTape, ResultsPartlyUnusedAndUnconnectedInputs) {
   Tensor loss2 = reduce_sum(y1) + reduce_sum(y2);
   expect_close(exp(b), tape.gradient(loss2, b), "d loss2 / db");
   expect_close(constant({{2.f, 2.f}}), tape.gradient(loss2, a), "d loss2 / da");
+  EXPECT_EQ(f.tracing_count(), 1);
 }
 
 TEST(FunctionTape, IntegerArgumentsGetNoGradient) {
@@ -183,6 +188,7 @@ TEST(FunctionTape, IntegerArgumentsGetNoGradient) {
   GradientTape eager;
   eager.watch(x);
   expect_close(eager.gradient(nn::sparse_softmax_cross_entropy(y, m(x)), x), tape.gradient(loss, x), "dx");
+  EXPECT_EQ(f.tracing_count(), 1);
   EXPECT_EQ(body_runs, 1);
 }
 
@@ -270,6 +276,64 @@ TEST(FunctionTape, TapeOpenedAfterTheCallSeesTheBackwardAsInEager) {
   auto [gt, ht] = run(true);
   expect_close(ge, gt, "gradient");
   expect_close(he, ht, "what the later tape saw");
+  EXPECT_EQ(cube.tracing_count(), 1);
+}
+
+TEST(FunctionTape, ControlFlowInsideTheFunction) {
+  Variable w(constant({1.5f, -0.5f}), "w");
+  int body_runs = 0;
+  auto body = [&](const Tensor& x, const Tensor& flag) {
+    Tensor h = cond(flag, [&] { return x * w; }, [&] { return x + w; });
+    std::vector<Tensor> r = while_loop([](const std::vector<Tensor>& v) { return v[1] < 3; },
+                                       [&](const std::vector<Tensor>& v) -> std::vector<Tensor> {
+                                         return {v[0] * w, v[1] + 1};
+                                       },
+                                       {h, constant(int32_t{0})});
+    return r[0];
+  };
+  auto f = function([&](Tensor x, Tensor flag) {
+    ++body_runs;
+    return body(x, flag);
+  });
+  Tensor x = constant({0.5f, 2.f});
+  for (bool taken : {true, false}) {
+    Tensor flag = constant(taken);
+    GradientTape eager(/*persistent=*/true), traced(/*persistent=*/true);
+    eager.watch(x);
+    traced.watch(x);
+    traced.stop_recording();
+    Tensor ye = reduce_sum(square(body(x, flag)));
+    eager.stop_recording();
+    traced.resume();
+    Tensor yt = reduce_sum(square(f(x, flag)));
+    expect_close(eager.gradient(ye, x), traced.gradient(yt, x), "dx");
+    expect_close(eager.gradient(ye, w), traced.gradient(yt, w), "dw");
+  }
+  EXPECT_EQ(body_runs, 1);
+}
+
+TEST(FunctionTape, RelaxedShapesServeEveryBatchSize) {
+  Mlp m;
+  int body_runs = 0;
+  auto f = function(
+      [&](Tensor x) {
+        ++body_runs;
+        return m(x);
+      },
+      {.relax_shapes = true});
+  for (int64_t rows : {2, 3, 5, 7}) {
+    Tensor x = random::normal({rows, 6}, 0, 1, rows);
+    GradientTape eager, traced;
+    traced.stop_recording();
+    Tensor le = reduce_sum(square(m(x)));
+    eager.stop_recording();
+    traced.resume();
+    Tensor lt = reduce_sum(square(f(x)));
+    auto ge = eager.gradient(le, m.variables()), gt = traced.gradient(lt, m.variables());
+    for (size_t i = 0; i < ge.size(); ++i) expect_close(ge[i], gt[i], "rows " + std::to_string(rows));
+  }
+  EXPECT_LE(f.tracing_count(), 2);
+  EXPECT_EQ(body_runs, f.tracing_count());
 }
 
 TEST(FunctionTape, FunctionWithoutFloatingInputsIsNotRecorded) {
