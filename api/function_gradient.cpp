@@ -71,6 +71,39 @@ Node& add_placeholder(GraphIR& g, DType dtype, const Shape& shape, const std::st
   return g.add_node(op, {}, {{"dtype", dtype}, {"shape", shape}}, {{dtype, shape}}, name);
 }
 
+bool all_ones(const Tensor& t) {
+  if (t.dtype() == DType::Float32) {
+    for (float v : t.to_vector<float>())
+      if (v != 1.f) return false;
+    return true;
+  }
+  if (t.dtype() == DType::Float64) {
+    for (double v : t.to_vector<double>())
+      if (v != 1.0) return false;
+    return true;
+  }
+  return false;
+}
+
+// The gradient of sum(y * dy) reaches y as ones * dy (the seed of the tape, broadcast and folded
+// into a constant): a multiply per result, over the whole result, that the backward can skip.
+void drop_multiplications_by_one(GraphIR& g) {
+  for (int32_t id : g.topological_order()) {
+    const Node& n = g.node(id);
+    if (n.type() != "Mul" || n.inputs.size() != 2) continue;
+    for (size_t k = 0; k < 2; ++k) {
+      const Node& c = g.node(n.inputs[k].node);
+      const Endpoint other = n.inputs[1 - k];
+      const TensorMeta& m = g.meta(other);
+      if (c.type() != "Const" || m.dtype != n.outputs[0].dtype || m.shape != n.outputs[0].shape ||
+          !all_ones(c.attrs.get<Tensor>("value")))
+        continue;
+      g.replace_uses({id, 0}, other);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 TapedFunction::~TapedFunction() = default;
@@ -249,7 +282,11 @@ const TapedFunction::Variant& TapedFunction::variant(const std::vector<bool>& wa
   }
   weft::optimize(g, {}, {}, {.constant_folding = false, .cse = false, .fusion = false});  // prunes
   v->replay = std::make_shared<const GraphIR>(g);
-  if (optimize_) weft::optimize(g, {}, {});
+  if (optimize_) {
+    weft::optimize(g, {}, {}, {.constant_folding = true, .cse = false, .fusion = false});
+    drop_multiplications_by_one(g);
+    weft::optimize(g, {}, {});
+  }
   v->executor = Executor::for_function(std::make_shared<const GraphIR>(std::move(g)));
   slot = std::move(v);
   return *slot;
