@@ -14,19 +14,6 @@ namespace weft {
 
 namespace {
 std::atomic<bool> g_run_eagerly{false};
-
-// Hides the tapes recording around a call while it traces: they must not see symbolic ops of a
-// graph that is not part of their computation.
-class ObserversHidden {
- public:
-  ObserversHidden() { saved_.swap(eager_context().observers); }
-  ~ObserversHidden() { saved_.swap(eager_context().observers); }
-  ObserversHidden(const ObserversHidden&) = delete;
-  ObserversHidden& operator=(const ObserversHidden&) = delete;
-
- private:
-  std::vector<OpObserver*> saved_;
-};
 }  // namespace
 
 void run_functions_eagerly(bool eagerly) { g_run_eagerly = eagerly; }
@@ -96,6 +83,7 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
                    "(create them outside the function, or only when they do not exist yet)");
   const auto here = std::source_location::current();
   {
+    // The tapes recording around the call must not see the symbolic ops of the trace.
     ObserversHidden hidden;
     RecorderScope recording(&builder);
     std::vector<Tensor> args;

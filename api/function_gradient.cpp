@@ -26,18 +26,6 @@ struct OwnedGraph final : GraphIR {
   const TapedFunction* owner = nullptr;
 };
 
-// Tapes recording around the call must not see the symbolic ops of the gradient trace.
-class ObserversHidden {
- public:
-  ObserversHidden() { saved_.swap(eager_context().observers); }
-  ~ObserversHidden() { saved_.swap(eager_context().observers); }
-  ObserversHidden(const ObserversHidden&) = delete;
-  ObserversHidden& operator=(const ObserversHidden&) = delete;
-
- private:
-  std::vector<OpObserver*> saved_;
-};
-
 std::vector<Tensor> partitioned_call_grad(const GradContext& ctx) {
   const GraphIR& f = *ctx.attrs.get<GraphAttr>("f");
   return static_cast<const OwnedGraph&>(f).owner->backward(ctx);
@@ -155,7 +143,7 @@ void TapedFunction::build(const GraphIR& raw, bool optimize) {
   std::vector<Endpoint> gradient(num_inputs);  // in g
   std::vector<int32_t> output_grad_args;
   {
-    ObserversHidden hidden;
+    ObserversHidden hidden;  // the tapes around the call must not see the gradient trace
     GraphBuilder builder(g, GraphBuilder::Mode::kFunction);
     builder.set_variable_creation_allowed(false, "a gradient creates a variable");
     RecorderScope recording(&builder);
