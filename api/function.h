@@ -15,7 +15,9 @@
 // become placeholders; everything else is passed to the body as is. Results may be a Tensor, a
 // std::vector<Tensor>, a std::tuple of Tensors, or nothing.
 //
-// Called while a GradientTape outside records, the body runs eagerly so the tape sees its ops.
+// Called while a GradientTape outside records, the traced graph runs and the tape records the call
+// as one op, whose gradient runs a traced backward graph (api/function_gradient.h, which also says
+// when the body runs eagerly instead).
 #pragma once
 
 #include <array>

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "api/context.h"
+#include "api/function_gradient.h"
 #include "api/graph_builder.h"
 #include "scheduler/executor.h"
 #include "scheduler/passes/optimize.h"
@@ -13,19 +14,6 @@ namespace weft {
 
 namespace {
 std::atomic<bool> g_run_eagerly{false};
-
-// Hides the tapes recording around a call while it traces: they must not see symbolic ops of a
-// graph that is not part of their computation.
-class ObserversHidden {
- public:
-  ObserversHidden() { saved_.swap(eager_context().observers); }
-  ~ObserversHidden() { saved_.swap(eager_context().observers); }
-  ObserversHidden(const ObserversHidden&) = delete;
-  ObserversHidden& operator=(const ObserversHidden&) = delete;
-
- private:
-  std::vector<OpObserver*> saved_;
-};
 }  // namespace
 
 void run_functions_eagerly(bool eagerly) { g_run_eagerly = eagerly; }
@@ -45,6 +33,11 @@ struct FunctionCore::Concrete {
   std::string static_key;
   std::shared_ptr<GraphIR> graph;
   std::unique_ptr<Executor> executor;
+  // The trace before the passes, whose ops all have gradients: what a tape differentiates.
+  std::shared_ptr<const GraphIR> raw;
+  // How a call under one recording tape runs, decided on the first such call (under mu_).
+  bool taped_decided = false;
+  TapedFunction::Made taped{TapedFunction::Kind::kEager, nullptr};
 
   bool matches(std::span<const Tensor> args, const std::string& key) const {
     if (key != static_key || args.size() != specs.size()) return false;
@@ -90,6 +83,7 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
                    "(create them outside the function, or only when they do not exist yet)");
   const auto here = std::source_location::current();
   {
+    // The tapes recording around the call must not see the symbolic ops of the trace.
     ObserversHidden hidden;
     RecorderScope recording(&builder);
     std::vector<Tensor> args;
@@ -105,6 +99,7 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
   }
   ++tracing_count_;
   std::vector<int32_t> targets = builder.side_effects();
+  c->raw = std::make_shared<const GraphIR>(c->graph->clone());
   if (options_.optimize) optimize(*c->graph, {}, targets);
   std::erase_if(targets, [&](int32_t t) { return !c->graph->alive(t); });
   ExecutorSpec spec;
@@ -180,9 +175,9 @@ FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args
 }
 
 std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::string& static_key, const Body& body) {
-  // Called while another function traces: inline into that trace. With tracing off, or while a
-  // tape outside records (it needs to see the ops to differentiate them): run eagerly.
-  if (current_builder() || functions_run_eagerly() || !eager_context().observers.empty()) return body(args);
+  // Called while another function traces: inline into that trace. With tracing off: run eagerly.
+  if (current_builder() || functions_run_eagerly()) return body(args);
+  if (!eager_context().observers.empty()) return call_under_tape(args, static_key, body);
   const Executor* exec = nullptr;
   if (const Concrete* steady = steady_.load(std::memory_order_acquire)) {
     bool plain = true;  // concrete tensors; anything else takes the slow path and its errors
@@ -195,6 +190,30 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
   }
   // find_or_trace matched the arguments against the signature the graph was traced for.
   return exec->run_checked_feeds(args);
+}
+
+std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, const std::string& static_key,
+                                                  const Body& body) {
+  // Nested or parallel tapes: see api/function_gradient.h for why they get eager execution.
+  if (eager_context().observers.size() > 1) return body(args);
+  TapedFunction::Made taped;
+  const Executor* exec = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    Concrete& c = find_or_trace(args, static_key, body);
+    if (!c.taped_decided) {
+      c.taped = TapedFunction::make(*c.raw, options_.optimize);
+      c.taped_decided = true;
+    }
+    taped = c.taped;
+    exec = c.executor.get();
+  }
+  switch (taped.kind) {
+    case TapedFunction::Kind::kOneOp: return taped.function->call(args);
+    case TapedFunction::Kind::kNotNeeded: return exec->run_checked_feeds(args);
+    case TapedFunction::Kind::kEager: break;
+  }
+  return body(args);
 }
 
 std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,

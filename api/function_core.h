@@ -71,6 +71,7 @@ class FunctionCore {
 
  private:
   struct Concrete;
+  std::vector<Tensor> call_under_tape(std::span<const Tensor> args, const std::string& static_key, const Body& body);
   Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const Body& body);
   std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key, const Body& body);
   std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key) const;

@@ -27,6 +27,8 @@ class Variable {
   // The variable takes the dtype and shape of `initial_value` (copied, so later changes to the
   // variable never show through `initial_value`).
   explicit Variable(const Tensor& initial_value, const std::string& name = "Variable", bool trainable = true);
+  // Another handle on existing state (a graph's variables are held as states).
+  explicit Variable(std::shared_ptr<VariableState> state) : state_(std::move(state)) {}
 
   // The current value (a tensor the caller may keep: later assignments do not change it).
   Tensor value() const;
