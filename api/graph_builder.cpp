@@ -290,7 +290,8 @@ int32_t GraphBuilder::assign_variable(const std::shared_ptr<VariableState>& var,
   return n.id;
 }
 
-int32_t GraphBuilder::group(const std::vector<int32_t>& deps, std::string_view name, const std::source_location& where) {
+int32_t GraphBuilder::group(const std::vector<int32_t>& deps, std::string_view name,
+                            const std::source_location& where) {
   static const OpDef& op = op_def("NoOp");
   Node& n = add(op, {}, {}, {}, name, where);
   for (int32_t d : deps) graph_->add_control_input(n.id, d);

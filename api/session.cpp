@@ -35,7 +35,8 @@ OperationRef::OperationRef(const Tensor& t) {
 
 int32_t OperationRef::resolve(const GraphIR& g) const {
   if (graph_) {
-    if (graph_.get() != static_cast<const void*>(&g)) throw InvalidArgument("[Session] target '" + name_ + "' belongs to another graph");
+    if (graph_.get() != static_cast<const void*>(&g))
+      throw InvalidArgument("[Session] target '" + name_ + "' belongs to another graph");
     if (!g.alive(id_)) throw InvalidArgument("[Session] target '" + name_ + "' is no longer in the graph");
     return id_;
   }

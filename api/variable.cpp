@@ -115,9 +115,7 @@ Tensor Variable::assign(const Tensor& value, const SourceLocation& loc) {
 // The result is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and
 // the old buffer goes back to the allocator's cache for the next step. Tapes do not see the
 // arithmetic: an assignment is not part of any gradient.
-Tensor Variable::assign_combined(const Tensor& delta,
-                                 Tensor (*combine)(const Tensor&, const Tensor&, const SourceLocation&), const char* op,
-                                 const SourceLocation& loc) {
+Tensor Variable::assign_combined(const Tensor& delta, Combine combine, const char* op, const SourceLocation& loc) {
   VariableState& s = checked();
   if (GraphBuilder* b = current_builder()) {
     const bool add_op = std::string_view(op) == "assign_add";

@@ -71,8 +71,8 @@ class Variable {
   Tensor read(const std::optional<std::source_location>& loc) const;
   Tensor value_after(GraphBuilder& b, int32_t write, const std::source_location& loc) const;
   // Makes `combine(value, delta)` the new value; it must keep the variable's shape.
-  Tensor assign_combined(const Tensor& delta, Tensor (*combine)(const Tensor&, const Tensor&, const std::source_location&),
-                         const char* op, const std::source_location& loc);
+  using Combine = Tensor (*)(const Tensor&, const Tensor&, const std::source_location&);
+  Tensor assign_combined(const Tensor& delta, Combine combine, const char* op, const std::source_location& loc);
   VariableState& checked() const;
   std::shared_ptr<VariableState> state_;
 };

@@ -85,8 +85,8 @@ class DenseImpl final : public ModuleImpl {
  private:
   void build(int64_t in, DType dtype, const SourceLocation& loc) {
     if (!is_floating(dtype))
-      throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " + std::string(dtype_name(dtype)) +
-                            called_at(loc));
+      throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " +
+                            std::string(dtype_name(dtype)) + called_at(loc));
     double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
     kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype, loc), name() + "/kernel", true, loc);
     if (use_bias_) bias_ = Variable(zeros({units_}, dtype, loc), name() + "/bias", true, loc);

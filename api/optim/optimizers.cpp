@@ -152,8 +152,8 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
   // node: only a TF1 graph needs a node to run them by.
   if (!b || b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
   const std::vector<int32_t>& effects = b->side_effects();
-  return Operation(b->graph_ptr(), b->group({effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end()},
-                                            "train", loc));
+  std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());
+  return Operation(b->graph_ptr(), b->group(updates, "train", loc));
 }
 
 int64_t Optimizer::iterations() const {
