@@ -22,6 +22,13 @@ Tensor symbolic_of(const std::shared_ptr<GraphIR>& g, Endpoint e) {
 }
 }  // namespace
 
+const Node& Operation::node() const {
+  if (!graph_)
+    throw FailedPrecondition("[Operation] this operation ran eagerly and has no graph node (it was made outside a "
+                             "GraphScope)");
+  return graph_->node(id_);
+}
+
 std::string Operation::device() const {
   const Node& n = node();
   return n.assigned_device.empty() ? n.requested_device : n.assigned_device;

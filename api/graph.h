@@ -29,10 +29,15 @@ namespace weft {
 class GraphBuilder;
 class OpRecorder;
 
-// A node of a Graph, seen from the api.
+// A node of a Graph, seen from the api. A default-constructed Operation stands for work that has
+// already run eagerly (what Optimizer::apply_gradients returns outside a graph): it has no node,
+// and asking for its name or any other property is a FailedPrecondition.
 class Operation {
  public:
+  Operation() = default;
   Operation(std::shared_ptr<GraphIR> graph, int32_t id) : graph_(std::move(graph)), id_(id) {}
+  // Whether this is a node of a graph.
+  bool defined() const { return graph_ != nullptr; }
   const std::string& name() const { return node().name; }
   const std::string& type() const { return node().type(); }  // "MatMul"
   // The assigned device, else the requested one, else "".
@@ -42,11 +47,13 @@ class Operation {
   std::vector<Operation> control_inputs() const;
   const SourceLoc& source_location() const { return node().loc; }
   const Attrs& attrs() const { return node().attrs; }
-  const Node& node() const { return graph_->node(id_); }
+  const Node& node() const;
+  int32_t id() const { return id_; }
+  const std::shared_ptr<GraphIR>& graph_ptr() const { return graph_; }
 
  private:
   std::shared_ptr<GraphIR> graph_;
-  int32_t id_;
+  int32_t id_ = -1;
 };
 
 class Graph {

@@ -268,8 +268,8 @@ Tensor GraphBuilder::read_variable(const std::shared_ptr<VariableState>& var, bo
   return symbolic({n.id, 0});
 }
 
-void GraphBuilder::assign_variable(const std::shared_ptr<VariableState>& var, const Tensor& value, const char* kind,
-                                   const std::source_location& where) {
+int32_t GraphBuilder::assign_variable(const std::shared_ptr<VariableState>& var, const Tensor& value, const char* kind,
+                                      const std::source_location& where) {
   const OpDef& op = op_def(kind);
   const std::string key = variable_key(var);
   Attrs attrs{{"var", key}, {"dtype", var->dtype}, {"shape", var->shape}};
@@ -287,6 +287,15 @@ void GraphBuilder::assign_variable(const std::shared_ptr<VariableState>& var, co
   acc.reads_since_write.clear();
   acc.last_write = n.id;
   side_effects_.push_back(n.id);
+  return n.id;
+}
+
+int32_t GraphBuilder::group(const std::vector<int32_t>& deps, std::string_view name,
+                            const std::source_location& where) {
+  static const OpDef& op = op_def("NoOp");
+  Node& n = add(op, {}, {}, {}, name, where);
+  for (int32_t d : deps) graph_->add_control_input(n.id, d);
+  return n.id;
 }
 
 void GraphBuilder::set_variable_creation_allowed(bool allowed, std::string why_not) {

@@ -45,9 +45,11 @@ class GraphBuilder final : public OpRecorder {
   // Without a location the read takes that of the first op that reads it.
   Tensor read_variable(const std::shared_ptr<VariableState>& var, bool for_update,
                        const std::optional<std::source_location>& where);
-  // kind: "AssignVariable", "AssignAddVariable" or "AssignSubVariable".
-  void assign_variable(const std::shared_ptr<VariableState>& var, const Tensor& value, const char* kind,
-                       const std::source_location& where);
+  // kind: "AssignVariable", "AssignAddVariable" or "AssignSubVariable". Returns the node's id.
+  int32_t assign_variable(const std::shared_ptr<VariableState>& var, const Tensor& value, const char* kind,
+                          const std::source_location& where);
+  // A NoOp named `name` that waits for every node of `deps`: running it runs them (a train op).
+  int32_t group(const std::vector<int32_t>& deps, std::string_view name, const std::source_location& where);
   // Called by the Variable constructor while this builder records; `initial` may be symbolic.
   void on_variable_created(const std::shared_ptr<VariableState>& var, const Tensor& initial,
                            const std::source_location& where);
@@ -62,6 +64,8 @@ class GraphBuilder final : public OpRecorder {
   GraphIR& graph() { return *graph_; }
   std::shared_ptr<GraphIR> graph_ptr() const { return graph_; }
   Mode mode() const { return mode_; }
+  // Whether this builds a subgraph (a branch of cond, a loop body) of another builder's graph.
+  bool nested() const { return parent_ != nullptr; }
   // Nodes with side effects, in program order: targets of the function.
   const std::vector<int32_t>& side_effects() const { return side_effects_; }
   // Tensors of enclosing graphs captured by this one, each with the argument standing for it.

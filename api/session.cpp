@@ -1,5 +1,7 @@
 #include "api/session.h"
 
+#include <algorithm>
+
 #include "scheduler/executor.h"
 #include "scheduler/passes/optimize.h"
 
@@ -14,16 +16,85 @@ Endpoint TensorRef::resolve(const GraphIR& g) const {
   return {static_cast<int32_t>(ref->node_id), ref->output};
 }
 
+OperationRef::OperationRef(const Operation& op) {
+  if (!op.defined())
+    throw InvalidArgument("[Session] this target ran eagerly (it was made outside a GraphScope): there is no graph "
+                          "operation to run");
+  graph_ = op.graph_ptr();
+  id_ = op.id();
+  name_ = op.name();
+}
+
 OperationRef::OperationRef(const Tensor& t) {
   if (!t.defined() || !t.is_symbolic()) throw InvalidArgument("[Session] a target must be a graph operation or tensor");
-  name_ = t.symbolic_ref()->node_name;
+  const SymbolicRef* ref = t.symbolic_ref();
+  graph_ = ref->graph;
+  id_ = static_cast<int32_t>(ref->node_id);
+  name_ = ref->node_name;
 }
 
 int32_t OperationRef::resolve(const GraphIR& g) const {
+  if (graph_) {
+    if (graph_.get() != static_cast<const void*>(&g))
+      throw InvalidArgument("[Session] target '" + name_ + "' belongs to another graph");
+    if (!g.alive(id_)) throw InvalidArgument("[Session] target '" + name_ + "' is no longer in the graph");
+    return id_;
+  }
   const Node* n = g.find(name_);
   if (!n) g.not_found("operation", name_);
   return n->id;
 }
+
+namespace {
+
+bool holds_subgraphs(const Node& n) {
+  for (const auto& [k, v] : n.attrs)
+    if (const GraphAttr* sub = std::get_if<GraphAttr>(&v); sub && *sub) return true;
+  return false;
+}
+
+// The control inputs the graph builder adds to keep program order (a read after an assignment,
+// an assignment after the reads before it, print after print): each runs after a node with a
+// side effect, and is a variable read, a side effect or a control-flow node itself. They order
+// two nodes when both run; they do not make the earlier one run. Any other control input (a
+// train op's group, the value an assignment returns) is a dependency the user asked for.
+bool orders_only(const GraphIR& g, const Node& consumer, int32_t producer) {
+  if (!has_side_effect(g.node(producer))) return false;
+  return consumer.type() == "ReadVariable" || has_side_effect(consumer) || holds_subgraphs(consumer);
+}
+
+// Drops the ordering-only control inputs whose producer this run does not otherwise need, so
+// that, as in TensorFlow 1, fetching a value never runs an assignment it does not depend on.
+void drop_idle_orderings(GraphIR& g, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                         const std::vector<int32_t>& targets) {
+  std::vector<char> needed(static_cast<size_t>(g.id_bound()), 0);
+  std::vector<int32_t> stack;
+  auto need = [&](int32_t id) {
+    if (!needed[static_cast<size_t>(id)]) {
+      needed[static_cast<size_t>(id)] = 1;
+      stack.push_back(id);
+    }
+  };
+  auto fed = [&](const Endpoint& e) { return std::find(feeds.begin(), feeds.end(), e) != feeds.end(); };
+  for (const Endpoint& e : fetches)
+    if (!fed(e)) need(e.node);
+  for (int32_t t : targets) need(t);
+  while (!stack.empty()) {
+    const Node& n = g.node(stack.back());
+    stack.pop_back();
+    for (const Endpoint& e : n.inputs)
+      if (!fed(e)) need(e.node);
+    for (int32_t c : n.control_inputs)
+      if (!orders_only(g, n, c)) need(c);
+  }
+  for (int32_t id : g.node_ids()) {
+    Node& n = g.node(id);
+    std::erase_if(n.control_inputs,
+                  [&](int32_t c) { return !needed[static_cast<size_t>(c)] && orders_only(g, n, c); });
+  }
+}
+
+}  // namespace
 
 struct Session::Plan {
   std::unique_ptr<Executor> executor;
@@ -33,20 +104,24 @@ Session::Session(const Graph& graph, SessionOptions options) : graph_(graph), op
 Session::~Session() = default;
 
 void Session::initialize_variables() {
-  if (initialized_) return;
   const GraphIR& g = graph_.ir();
+  if (initialized_ == g.initializers.size()) return;
   // A variable that already has a value (restored from a checkpoint, or assigned eagerly) keeps
-  // it: only the others run their initialisers.
+  // it: only the others run their initialisers. Variables added to the graph after a run (an
+  // optimizer's slots, made when its train op is built) are initialised on the next run.
   std::vector<int32_t> pending;
-  for (int32_t id : g.initializers) {
+  for (size_t i = initialized_; i < g.initializers.size(); ++i) {
+    const int32_t id = g.initializers[i];
     auto it = g.variables.find(g.node(id).attrs.get<std::string>("var"));
     if (it == g.variables.end() || !it->second->value.defined()) pending.push_back(id);
   }
   if (!pending.empty()) {
-    Executor init(std::make_shared<const GraphIR>(g.clone()), {.targets = pending});
+    GraphIR copy = g.clone();
+    drop_idle_orderings(copy, {}, {}, pending);
+    Executor init(std::make_shared<const GraphIR>(std::move(copy)), {.targets = pending});
     init.run({});
   }
-  initialized_ = true;
+  initialized_ = g.initializers.size();
 }
 
 const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
@@ -63,6 +138,7 @@ const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const
   if (slot) return *slot;
 
   GraphIR copy = g.clone();
+  drop_idle_orderings(copy, feeds, fetches, targets);
   ExecutorSpec spec{.feeds = feeds, .fetches = fetches, .targets = targets};
   // The passes may rewrite any node but placeholders (never merged or folded) and side effects:
   // optimise only when every feed is a placeholder, so the fed endpoints survive them.

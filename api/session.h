@@ -2,13 +2,18 @@
 //
 //   Session sess(g);
 //   auto out = sess.run({{"x:0", batch}}, {"y:0"});          // feeds, fetches by name
-//   sess.run({{x, batch}}, {loss}, /*targets=*/{"train"});   // or by Tensor handle
+//   sess.run({{x, batch}}, {loss}, /*targets=*/{train});      // by handle: Tensor or Operation
+//   sess.run({{x, batch}}, {loss}, {"train"});                // or by name
 //
 // Only what the fetches and targets need runs; a feed overrides any tensor (its producers do not
-// run unless something else needs them). A needed placeholder left unfed, or a feed whose dtype
-// or shape contradicts its tensor, is an InvalidArgument naming it. Variables created in the
-// graph are initialised on the session's first run. Each distinct (feeds, fetches, targets)
-// combination is planned and optimised once and cached.
+// run unless something else needs them). As in TensorFlow 1, an assignment or optimizer update
+// runs only when a fetch or target needs it: the train op returned by apply_gradients, the value
+// returned by assign. A read of a variable made after an assignment sees it when both run in one
+// step, but fetching the read alone does not run the assignment. A needed placeholder left
+// unfed, or a feed whose dtype or shape contradicts its tensor, is an InvalidArgument naming it.
+// Variables created in the graph are initialised on the session's first run (those created
+// later, on the first run after). Each distinct (feeds, fetches, targets) combination is planned
+// and optimised once and cached.
 #pragma once
 
 #include <map>
@@ -43,12 +48,15 @@ class OperationRef {
  public:
   OperationRef(const char* name) : name_(name) {}  // NOLINT
   OperationRef(std::string name) : name_(std::move(name)) {}  // NOLINT
-  OperationRef(const Operation& op) : name_(op.name()) {}  // NOLINT
+  OperationRef(const Operation& op);  // NOLINT
   OperationRef(const Tensor& t);  // NOLINT: the tensor's producing operation
+  // The node id in `g`; NotFound / InvalidArgument when it is not an operation of `g`.
   int32_t resolve(const GraphIR& g) const;
 
  private:
   std::string name_;
+  std::shared_ptr<const void> graph_;  // with id_, for handles: the graph the node belongs to
+  int32_t id_ = -1;
 };
 
 struct SessionOptions {
@@ -77,7 +85,7 @@ class Session {
   Graph graph_;
   SessionOptions options_;
   std::mutex mu_;
-  bool initialized_ = false;
+  size_t initialized_ = 0;  // how many of the graph's initializers have been seen
   std::map<std::string, std::unique_ptr<Plan>> plans_;
 };
 

@@ -5,6 +5,7 @@
 
 #include "api/context.h"
 #include "api/graph_builder.h"
+#include "api/ops/array.h"
 #include "api/ops/math.h"
 
 namespace weft {
@@ -43,7 +44,7 @@ class TapesPaused {
 
 void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
 
-Variable::Variable(const Tensor& initial_value, const std::string& name, bool trainable)
+Variable::Variable(const Tensor& initial_value, const std::string& name, bool trainable, const SourceLocation& loc)
     : state_(std::make_shared<VariableState>()) {
   if (!initial_value.defined()) throw InvalidArgument("[Variable] '" + name + "' has an empty initial value");
   state_->name = name;
@@ -54,7 +55,7 @@ Variable::Variable(const Tensor& initial_value, const std::string& name, bool tr
     if (initial_value.is_symbolic() && !initial_value.shape().is_fully_defined())
       throw InvalidArgument("[Variable] '" + name + "' needs a fully known shape, got " +
                             initial_value.shape().to_string());
-    b->on_variable_created(state_, initial_value, SourceLocation::current());
+    b->on_variable_created(state_, initial_value, loc);
   }
   if (!initial_value.is_symbolic()) state_->value = copy_of(initial_value);
 }
@@ -64,10 +65,12 @@ VariableState& Variable::checked() const {
   return *state_;
 }
 
-Tensor Variable::value() const {
+Tensor Variable::value(const SourceLocation& loc) const { return read(loc); }
+
+Tensor Variable::read(const std::optional<SourceLocation>& loc) const {
   VariableState& s = checked();
   if (GraphBuilder* b = current_builder()) {
-    Tensor read = b->read_variable(state_, /*for_update=*/false, std::nullopt);
+    Tensor read = b->read_variable(state_, /*for_update=*/false, loc);
     if (g_read_hook && !eager_context().observers.empty()) g_read_hook(*this, read);
     return read;
   }
@@ -78,10 +81,22 @@ Tensor Variable::value() const {
   return s.value;
 }
 
-void Variable::assign(const Tensor& value) {
+// The value after the assignment node `write`: a read wrapped in an Identity that depends on the
+// write. The Session treats the read's own ordering after the write as "if both run" (a plain
+// read never runs an assignment); the Identity's dependency is one the user asked for, so fetching
+// or targeting the result runs the assignment.
+Tensor Variable::value_after(GraphBuilder& b, int32_t write, const SourceLocation& loc) const {
+  Tensor read = b.read_variable(state_, /*for_update=*/false, loc);
+  Tensor out = identity(read, "", loc);
+  b.graph().add_control_input(static_cast<int32_t>(out.symbolic_ref()->node_id), write);
+  return out;
+}
+
+Tensor Variable::assign(const Tensor& value, const SourceLocation& loc) {
   VariableState& s = checked();
   if (!value.defined()) throw InvalidArgument("[assign] variable '" + s.name + "': empty Tensor handle");
-  if (GraphBuilder* b = current_builder()) return b->assign_variable(state_, value, "AssignVariable", SourceLocation::current());
+  if (GraphBuilder* b = current_builder())
+    return value_after(*b, b->assign_variable(state_, value, "AssignVariable", loc), loc);
   if (value.dtype() != s.dtype || value.shape() != s.shape)
     throw InvalidArgument("[assign] variable '" + s.name + "' has dtype " + std::string(dtype_name(s.dtype)) +
                           " and shape " + s.shape.to_string() + "; cannot assign " +
@@ -94,28 +109,29 @@ void Variable::assign(const Tensor& value) {
   } else {
     s.value = moved.same_as(value) ? copy_of(value) : moved;
   }
+  return s.value;
 }
 
 // The result is a fresh tensor nobody else holds, so it simply becomes the value: no copy, and
 // the old buffer goes back to the allocator's cache for the next step. Tapes do not see the
 // arithmetic: an assignment is not part of any gradient.
-void Variable::assign_combined(const Tensor& delta,
-                               Tensor (*combine)(const Tensor&, const Tensor&, const SourceLocation&), const char* op) {
+Tensor Variable::assign_combined(const Tensor& delta, Combine combine, const char* op, const SourceLocation& loc) {
   VariableState& s = checked();
   if (GraphBuilder* b = current_builder()) {
     const bool add_op = std::string_view(op) == "assign_add";
-    return b->assign_variable(state_, delta, add_op ? "AssignAddVariable" : "AssignSubVariable",
-                              SourceLocation::current());
+    return value_after(*b, b->assign_variable(state_, delta, add_op ? "AssignAddVariable" : "AssignSubVariable", loc),
+                       loc);
   }
   Tensor result;
   {
     TapesPaused paused;
-    result = combine(s.value, delta, SourceLocation::current());
+    result = combine(s.value, delta, loc);
   }
   if (result.shape() != s.value.shape())
     throw InvalidArgument(std::string("[") + op + "] variable '" + s.name + "' has shape " +
                           s.value.shape().to_string() + "; the update broadcasts to " + result.shape().to_string());
   s.value = std::move(result);
+  return s.value;
 }
 
 void Variable::restore(const Tensor& value) {
@@ -130,12 +146,16 @@ void Variable::restore(const Tensor& value) {
   s.value = value.to(device);
 }
 
-void Variable::assign_add(const Tensor& delta) { assign_combined(delta, add, "assign_add"); }
-void Variable::assign_sub(const Tensor& delta) { assign_combined(delta, sub, "assign_sub"); }
+Tensor Variable::assign_add(const Tensor& delta, const SourceLocation& loc) {
+  return assign_combined(delta, add, "assign_add", loc);
+}
+Tensor Variable::assign_sub(const Tensor& delta, const SourceLocation& loc) {
+  return assign_combined(delta, sub, "assign_sub", loc);
+}
 
-Tensor Variable::value_for_update() {
+Tensor Variable::value_for_update(const SourceLocation& loc) {
   VariableState& s = checked();
-  if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, std::nullopt);
+  if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, loc);
   if (!exclusively_owned(s.value)) s.value = copy_of(s.value);
   return s.value;
 }

@@ -1,6 +1,7 @@
 #include "api/nn/layers.h"
 
 #include <cmath>
+#include <string>
 
 #include "api/ops/array.h"
 #include "api/ops/creation.h"
@@ -8,6 +9,7 @@
 #include "api/ops/math.h"
 #include "api/ops/nn.h"
 #include "api/ops/random.h"
+#include "runtime/graph.h"
 
 namespace weft::nn {
 
@@ -18,6 +20,22 @@ Tensor softmax(const Tensor& x) { return weft::softmax(x); }
 
 namespace {
 
+// " (called at train.cpp:42)": a layer's own argument checks name the line that called it.
+std::string called_at(const SourceLocation& loc) {
+  return " (called at " + SourceLoc{loc.file_name(), loc.function_name(), loc.line()}.to_string() + ")";
+}
+
+// The built-in activations, applied at the layer's call site; any other callable runs as given.
+Tensor activate(const Activation& f, const Tensor& y, const SourceLocation& loc) {
+  if (const auto* fn = f.target<Tensor (*)(const Tensor&)>()) {
+    if (*fn == &relu) return weft::relu(y, loc);
+    if (*fn == &sigmoid) return weft::sigmoid(y, loc);
+    if (*fn == &tanh) return weft::tanh(y, loc);
+    if (*fn == &softmax) return weft::softmax(y, -1, loc);
+  }
+  return f(y);
+}
+
 class DenseImpl final : public ModuleImpl {
  public:
   DenseImpl(int64_t units, Activation act, bool use_bias)
@@ -25,23 +43,27 @@ class DenseImpl final : public ModuleImpl {
     if (units <= 0) throw InvalidArgument("[Dense] units must be positive, got " + std::to_string(units));
   }
 
-  Tensor call(const Tensor& x, bool) override {
-    if (x.rank() < 1) throw InvalidArgument("[Dense] " + name() + " needs inputs of rank >= 1, got a scalar");
+  Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
+
+  Tensor call_at(const Tensor& x, bool, const SourceLocation& loc) override {
+    if (x.rank() < 1)
+      throw InvalidArgument("[Dense] " + name() + " needs inputs of rank >= 1, got a scalar" + called_at(loc));
     int64_t in = x.shape()[x.rank() - 1];
-    if (!kernel_.defined()) build(in, x.dtype());
+    if (!kernel_.defined()) build(in, x.dtype(), loc);
     if (in != kernel_.shape()[0])
       throw InvalidArgument("[Dense] " + name() + " was built for inputs with last dimension " +
-                            std::to_string(kernel_.shape()[0]) + ", got shape " + x.shape().to_string());
+                            std::to_string(kernel_.shape()[0]) + ", got shape " + x.shape().to_string() +
+                            called_at(loc));
     Tensor y;
     if (x.rank() == 2) {
-      y = matmul(x, kernel_);
+      y = matmul(x, kernel_.value(loc), false, false, loc);
     } else {  // apply to the last axis of any rank, like Keras
       Shape out = x.shape();
       out[out.rank() - 1] = units_;
-      y = reshape(matmul(reshape(x, {-1, in}), kernel_), out);
+      y = reshape(matmul(reshape(x, {-1, in}, loc), kernel_.value(loc), false, false, loc), out, loc);
     }
-    if (use_bias_) y = add(y, bias_);
-    return activation_ ? activation_(y) : y;
+    if (use_bias_) y = add(y, bias_.value(loc), loc);
+    return activation_ ? activate(activation_, y, loc) : y;
   }
 
   std::vector<Variable> variables() const override {
@@ -61,12 +83,13 @@ class DenseImpl final : public ModuleImpl {
   Variable kernel_, bias_;
 
  private:
-  void build(int64_t in, DType dtype) {
+  void build(int64_t in, DType dtype, const SourceLocation& loc) {
     if (!is_floating(dtype))
-      throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " + std::string(dtype_name(dtype)));
+      throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " +
+                            std::string(dtype_name(dtype)) + called_at(loc));
     double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
-    kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype), name() + "/kernel");
-    if (use_bias_) bias_ = Variable(zeros({units_}, dtype), name() + "/bias");
+    kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype, loc), name() + "/kernel", true, loc);
+    if (use_bias_) bias_ = Variable(zeros({units_}, dtype, loc), name() + "/bias", true, loc);
     variable_built("kernel", kernel_);
     if (use_bias_) variable_built("bias", bias_);
   }
@@ -83,11 +106,13 @@ class DropoutImpl final : public ModuleImpl {
     if (!(rate >= 0 && rate < 1)) throw InvalidArgument("[Dropout] rate must be in [0, 1), got " + std::to_string(rate));
   }
 
-  Tensor call(const Tensor& x, bool training) override {
+  Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
+
+  Tensor call_at(const Tensor& x, bool training, const SourceLocation& loc) override {
     if (!training || rate_ == 0) return x;
     int64_t seed = seed_ ? *seed_ + calls_++ : -1;
-    Tensor keep = greater_equal(random::uniform_like(x, 0.0, 1.0, seed, x.dtype()), rate_);
-    return where(keep, mul(x, 1.0 / (1.0 - rate_)), zeros_like(x));
+    Tensor keep = greater_equal(random::uniform_like(x, 0.0, 1.0, seed, x.dtype(), loc), rate_, loc);
+    return where(keep, mul(x, 1.0 / (1.0 - rate_), loc), zeros_like(x, loc), loc);
   }
 
  private:
@@ -101,9 +126,11 @@ class SequentialImpl final : public ModuleImpl {
   explicit SequentialImpl(std::vector<Module> layers)
       : ModuleImpl(unique_layer_name("sequential"), "sequential"), layers_(std::move(layers)) {}
 
-  Tensor call(const Tensor& x, bool training) override {
+  Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
+
+  Tensor call_at(const Tensor& x, bool training, const SourceLocation& loc) override {
     Tensor y = x;
-    for (const Module& m : layers_) y = m(y, training);
+    for (const Module& m : layers_) y = m(y, training, loc);
     return y;
   }
 

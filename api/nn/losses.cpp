@@ -12,7 +12,7 @@ namespace weft::nn {
 Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const SourceLocation& loc) {
   static const OpDef& op = op_def("SparseSoftmaxCrossEntropyWithLogits");
   std::vector<Tensor> out = dispatch(op, std::vector<Tensor>{logits, labels}, {}, loc);
-  return reduce_mean(out[0]);
+  return reduce_mean(out[0], {}, false, loc);
 }
 
 // y_true may broadcast to y_pred's shape, not beyond it: (N,) against (N, 1) would otherwise

@@ -62,9 +62,9 @@ std::vector<std::string> child_names(const std::vector<Module>& children) {
   return out;
 }
 
-Tensor Module::operator()(const Tensor& x, bool training) const {
+Tensor Module::operator()(const Tensor& x, bool training, const std::source_location& loc) const {
   if (!impl_) throw FailedPrecondition("[Module] call of an empty module handle");
-  return impl_->call(x, training);
+  return impl_->call_at(x, training, loc);
 }
 
 std::vector<Variable> Module::variables() const { return impl_ ? impl_->variables() : std::vector<Variable>{}; }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,11 @@ class ModuleImpl {
       : name_(std::move(name)), kind_(kind.empty() ? name_ : std::move(kind)) {}
   virtual ~ModuleImpl() = default;
   virtual Tensor call(const Tensor& x, bool training) = 0;
+  // The call made by Module's call operator, with the caller's line: the built-in layers put
+  // their graph nodes there. The default ignores it and calls call().
+  virtual Tensor call_at(const Tensor& x, bool training, const std::source_location& where) {
+    return call(x, training);
+  }
   // Own variables first, then those of sub-modules, in creation order.
   virtual std::vector<Variable> variables() const { return {}; }
   // The variables built so far with their paths below this module ("kernel", "dense_1/bias"),
@@ -63,7 +69,9 @@ class Module {
   Module() = default;
   explicit Module(std::shared_ptr<ModuleImpl> impl) : impl_(std::move(impl)) {}
 
-  Tensor operator()(const Tensor& x, bool training = false) const;
+  // In a graph, the nodes a built-in layer makes carry the caller's line, `loc`.
+  Tensor operator()(const Tensor& x, bool training = false,
+                    const std::source_location& loc = std::source_location::current()) const;
   std::vector<Variable> variables() const;
   std::vector<Variable> trainable_variables() const;
   NamedVariables named_variables() const;

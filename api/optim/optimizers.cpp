@@ -23,18 +23,20 @@ class OptimizerImpl {
   virtual ~OptimizerImpl() = default;
   // Eager: `step` is the step number and the rate is an attribute. Traced: `traced_step` is the
   // step-count tensor and the rate is computed in the graph.
-  virtual void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step) = 0;
+  virtual void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step,
+                      const SourceLocation& loc) = 0;
 
   // The learning rate as a float64 scalar tensor of the graph being traced.
-  Tensor traced_lr() { return lr_var_.value(); }
+  Tensor traced_lr(const SourceLocation& loc) { return lr_var_.value(loc); }
 
   using SlotKey = std::pair<const VariableState*, std::string>;
 
-  Variable& slot_for(const Variable& var, const std::string& slot) {
+  // In a TF1 Graph a new slot's initialiser is a node of the graph, placed at `loc`.
+  Variable& slot_for(const Variable& var, const std::string& slot, const SourceLocation& loc) {
     auto key = std::make_pair(var.id(), slot);
     auto it = slots_.find(key);
     if (it != slots_.end()) return it->second;
-    Variable s(zeros(var.shape(), var.dtype()), var.name() + "/" + slot, /*trainable=*/false);
+    Variable s(zeros(var.shape(), var.dtype(), loc), var.name() + "/" + slot, /*trainable=*/false, loc);
     if (auto p = pending_.find(key); p != pending_.end()) {
       s.restore(p->second.second);
       pending_.erase(p);
@@ -63,21 +65,22 @@ class SgdImpl final : public OptimizerImpl {
     if (!(momentum >= 0 && momentum <= 1))
       throw InvalidArgument("[SGD] momentum must be in [0, 1], got " + std::to_string(momentum));
   }
-  void update(Variable& var, const Tensor& grad, int64_t, const Tensor& traced_step) override {
+  void update(Variable& var, const Tensor& grad, int64_t, const Tensor& traced_step,
+              const SourceLocation& loc) override {
     const bool traced = traced_step.defined();
     if (momentum_ == 0) {
       static const OpDef& op = op_def("ApplyGradientDescent");
-      std::vector<Tensor> ins{var.value_for_update(), grad};
-      if (traced) ins.push_back(traced_lr());
-      dispatch(op, ins, traced ? Attrs{} : Attrs{{"lr", lr_}});
+      std::vector<Tensor> ins{var.value_for_update(loc), grad};
+      if (traced) ins.push_back(traced_lr(loc));
+      dispatch(op, ins, traced ? Attrs{} : Attrs{{"lr", lr_}}, loc);
     } else {
       static const OpDef& op = op_def("ApplyMomentum");
-      Variable& acc = slot_for(var, "momentum");
-      std::vector<Tensor> ins{var.value_for_update(), acc.value_for_update(), grad};
+      Variable& acc = slot_for(var, "momentum", loc);
+      std::vector<Tensor> ins{var.value_for_update(loc), acc.value_for_update(loc), grad};
       Attrs attrs{{"momentum", momentum_}, {"nesterov", nesterov_}};
-      if (traced) ins.push_back(traced_lr());
+      if (traced) ins.push_back(traced_lr(loc));
       else attrs.set("lr", lr_);
-      dispatch(op, ins, attrs);
+      dispatch(op, ins, attrs, loc);
     }
   }
   double momentum_;
@@ -92,28 +95,33 @@ class AdamImpl final : public OptimizerImpl {
                             std::to_string(b2));
     if (!(eps > 0)) throw InvalidArgument("[Adam] epsilon must be positive, got " + std::to_string(eps));
   }
-  void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step) override {
+  void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step,
+              const SourceLocation& loc) override {
     static const OpDef& op = op_def("ApplyAdam");
-    Variable& m = slot_for(var, "m");
-    Variable& v = slot_for(var, "v");
-    std::vector<Tensor> ins{var.value_for_update(), m.value_for_update(), v.value_for_update(), grad};
+    Variable& m = slot_for(var, "m", loc);
+    Variable& v = slot_for(var, "v", loc);
+    std::vector<Tensor> ins{var.value_for_update(loc), m.value_for_update(loc), v.value_for_update(loc), grad};
     Attrs attrs{{"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}};
     if (traced_step.defined()) {
       // The same expression, in the same order, as the eager path: traced steps match bit for bit.
+      // lr * sqrt(1 - b2^t) / (1 - b1^t)
       const Tensor& t = traced_step;
-      ins.push_back(traced_lr() * sqrt(1.0 - pow(constant(b2_), t)) / (1.0 - pow(constant(b1_), t)));
+      Tensor bias2 = sub(1.0, pow(constant(b2_), t, loc), loc);
+      Tensor bias1 = sub(1.0, pow(constant(b1_), t, loc), loc);
+      ins.push_back(div(mul(traced_lr(loc), sqrt(bias2, loc), loc), bias1, loc));
     } else {
       const double t = static_cast<double>(step);
       attrs.set("lr", lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t)));
     }
-    dispatch(op, ins, attrs);
+    dispatch(op, ins, attrs, loc);
   }
   double b1_, b2_, eps_;
 };
 
 }  // namespace
 
-void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                     const SourceLocation& loc) {
   if (grads.size() != vars.size())
     throw InvalidArgument("[apply_gradients] " + std::to_string(grads.size()) + " gradients for " +
                           std::to_string(vars.size()) + " variables");
@@ -125,20 +133,27 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vec
                             grads[i].shape().to_string() + " does not match variable '" + vars[i].name() + "' " +
                             std::string(dtype_name(vars[i].dtype())) + vars[i].shape().to_string());
   }
+  GraphBuilder* b = current_builder();
+  const size_t first_effect = b ? b->side_effects().size() : 0;
   Tensor traced_step;
   int64_t step = 0;
-  if (current_builder()) {
-    impl_->step_.assign_add(constant(1.0));
-    traced_step = impl_->step_.value();
+  if (b) {
+    traced_step = impl_->step_.assign_add(constant(1.0), loc);
   } else {
     step = iterations() + 1;
-    impl_->step_.assign(constant(static_cast<double>(step)));
+    impl_->step_.assign(constant(static_cast<double>(step)), loc);
   }
   for (size_t i = 0; i < vars.size(); ++i) {
     if (!grads[i].defined()) continue;
     Variable v = vars[i];
-    impl_->update(v, grads[i], step, traced_step);
+    impl_->update(v, grads[i], step, traced_step, loc);
   }
+  // A traced function runs its updates with every call, a cond branch or loop body with its
+  // node: only a TF1 graph needs a node to run them by.
+  if (!b || b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
+  const std::vector<int32_t>& effects = b->side_effects();
+  std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());
+  return Operation(b->graph_ptr(), b->group(updates, "train", loc));
 }
 
 int64_t Optimizer::iterations() const {

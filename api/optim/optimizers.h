@@ -4,14 +4,20 @@
 //   optim::Adam opt(1e-3);
 //   opt.apply_gradients(tape.gradient(loss, vars), vars);
 //
+//   // TF1 style, inside a GraphScope: the result is the train op, run as a Session target.
+//   Operation train = opt.apply_gradients(tape.gradient(loss, vars), vars);
+//   sess.run({{x, xb}, {y, yb}}, {loss}, {train});
+//
 // Optimizers are handles: copies share state (slots, step count).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
+#include "api/graph.h"
 #include "api/variable.h"
 
 namespace weft::optim {
@@ -22,7 +28,13 @@ class Optimizer {
  public:
   // grads[i] updates vars[i]; InvalidArgument when the lists differ in length or a gradient's
   // shape or dtype does not match its variable. An undefined gradient leaves its variable alone.
-  void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars);
+  // Inside a GraphScope the updates (and the step count's) become nodes at the caller's line,
+  // grouped under a NoOp named "train" (in the current NameScope), which is returned: they run
+  // each time a Session runs it as a target, and never otherwise, as TensorFlow 1's minimize.
+  // Slot variables made then are initialised by the Session's next run. Eagerly the updates run
+  // now and the result is an undefined Operation; in a traced function they run with each call.
+  Operation apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                            const std::source_location& loc = std::source_location::current());
   int64_t iterations() const;
   // Slot variables in creation order (for checkpoints).
   std::vector<Variable> variables() const;

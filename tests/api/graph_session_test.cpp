@@ -124,16 +124,18 @@ TEST(GraphSession, VariablesAreInitialisedOnTheFirstRunAndUpdatedByTargets) {
   {
     GraphScope scope(g);
     counter = Variable(random::uniform({}, 5, 5.0001, 3), "counter");
-    counter.assign_add(constant(1.f));
-    Tensor bumped = counter.value();
-    identity(bumped, "read");
+    Tensor bumped = counter.assign_add(constant(1.f));  // the new value: fetching it runs the assignment
+    identity(bumped, "bumped");
+    identity(counter.value(), "read");  // a plain read: it does not
   }
   EXPECT_THROW(counter.value(), FailedPrecondition);  // not initialised before a Session runs it
   Session sess(g);
-  Tensor first = sess.run({"read"})[0];
+  EXPECT_NEAR(sess.run({"read"})[0].item<float>(), 5.f, 1e-3);
+  Tensor first = sess.run({"bumped"})[0];
   EXPECT_NEAR(first.item<float>(), 6.f, 1e-3);
-  Tensor second = sess.run({"read"})[0];
+  Tensor second = sess.run({"bumped"})[0];
   EXPECT_NEAR(second.item<float>(), 7.f, 1e-3);
+  EXPECT_NEAR(sess.run({"read"})[0].item<float>(), 7.f, 1e-3);
   EXPECT_NEAR(counter.value().item<float>(), 7.f, 1e-3);
 }
 
