@@ -50,8 +50,10 @@ struct RendezvousKey {
 
 inline constexpr size_t kMaxEdgeName = 4096;
 
+// Not noexcept on purpose: libstdc++'s hash tables then keep each element's hash, so erasing or
+// rehashing does not hash the key again.
 struct RendezvousKeyHash {
-  size_t operator()(const RendezvousKey& k) const noexcept;
+  size_t operator()(const RendezvousKey& k) const;
 };
 
 class Rendezvous {
