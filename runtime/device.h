@@ -61,7 +61,7 @@ Device* cpu_device();
 void set_logical_cpus(int n);
 inline constexpr int kMaxLogicalCpus = 256;
 // The number of logical CPU devices: the devices' own count once they exist, else what they will
-// be created with (set_logical_cpus, else WEFT_LOGICAL_CPUS, else 1).
+// be created with (set_logical_cpus, else WEFT_LOGICAL_CPUS, else 1; a bad variable throws).
 int logical_cpus();
 // Whether local_devices() has created the devices; from then on their count is fixed.
 bool local_devices_created();
