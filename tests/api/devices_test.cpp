@@ -28,9 +28,14 @@ TEST(Devices, CpuComesFirstWithItsFullName) {
   // At least what the kernel reports: hwloc alone can under-report inside containers.
   int64_t phys = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   EXPECT_GE(cpu.memory_bytes, phys);
-  for (size_t i = 1; i < devices.size(); ++i) {
+  // The logical CPUs (one unless WEFT_LOGICAL_CPUS says otherwise), then the GPUs.
+  size_t cpus = static_cast<size_t>(logical_cpus());
+  ASSERT_GE(devices.size(), cpus);
+  for (size_t i = 0; i < cpus; ++i)
+    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i));
+  for (size_t i = cpus; i < devices.size(); ++i) {
     EXPECT_EQ(devices[i].type, "GPU");
-    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:GPU:" + std::to_string(i - 1));
+    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:GPU:" + std::to_string(i - cpus));
   }
 }
 
