@@ -1,10 +1,15 @@
-// The host CPU device, sized from hwloc's view of the machine.
+// The host CPU devices (one, or several logical ones sharing the cores), sized from hwloc's view
+// of the machine, and the process's device set.
 #include <hwloc.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 #include "runtime/device.h"
 #include "runtime/error.h"
@@ -37,16 +42,23 @@ HostTopology read_topology() {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice() : Device(local_device_name(DeviceType::CPU, 0), DeviceType::CPU, 0) {
+  // Logical CPU `index` of `count`: the host's cores are shared out evenly, so `count` devices
+  // running kernels at once do not oversubscribe the machine.
+  CpuDevice(int index, int count) : Device(local_device_name(DeviceType::CPU, index), DeviceType::CPU, index) {
     const HostTopology& t = host_topology();
     memory_bytes_ = t.memory_bytes;
-    cores_ = t.physical_cores;
-    pool_ = std::make_unique<ThreadPool>(t.physical_cores);
+    cores_ = std::max(1, t.physical_cores / count);
+    count_ = count;
+    pool_ = std::make_unique<ThreadPool>(cores_);
   }
   std::string description() const override {
     const HostTopology& t = host_topology();
-    return std::to_string(t.physical_cores) + " cores, " + std::to_string(t.logical_cores) +
-           " hardware threads, " + std::to_string(t.numa_nodes) + " NUMA node(s)";
+    std::string s = std::to_string(t.physical_cores) + " cores, " + std::to_string(t.logical_cores) +
+                    " hardware threads, " + std::to_string(t.numa_nodes) + " NUMA node(s)";
+    if (count_ > 1)
+      s = "logical CPU " + std::to_string(index_) + " of " + std::to_string(count_) + ", " + std::to_string(cores_) +
+          " thread(s) of the host's " + s;
+    return s;
   }
   Allocator& allocator() override { return CpuAllocator::instance(); }
   ThreadPool& pool() override { return *pool_; }
@@ -55,24 +67,54 @@ class CpuDevice final : public Device {
   void copy_on_device(const void* src, void* dst, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
  private:
+  int count_ = 1;
   std::unique_ptr<ThreadPool> pool_;
 };
 
 struct DeviceSet {
+  int cpus = 0;
   std::vector<std::unique_ptr<Device>> owned;
   std::vector<Device*> all;
 };
 
-DeviceSet& device_set() {
+constexpr const char* kLogicalCpusVar = "WEFT_LOGICAL_CPUS";
+
+// The device set is made once, on first use, with the CPU count fixed by then; creation may throw
+// (a malformed WEFT_LOGICAL_CPUS), in which case the next use tries again.
+std::mutex g_devices_mu;
+int g_requested_cpus = 0;  // set_logical_cpus; 0: not called. Guarded by g_devices_mu.
+std::atomic<DeviceSet*> g_devices{nullptr};
+
+int cpus_from_environment() {
+  const char* value = std::getenv(kLogicalCpusVar);
+  if (!value || !*value) return 1;
+  std::string_view v(value);
+  int n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > kMaxLogicalCpus)
+    throw InvalidArgument(std::string("[") + kLogicalCpusVar + "] environment variable " + kLogicalCpusVar + "='" +
+                          std::string(v) + "' is not a number of logical CPU devices from 1 to " +
+                          std::to_string(kMaxLogicalCpus));
+  return n;
+}
+
+DeviceSet& create_devices() {
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  if (DeviceSet* s = g_devices.load(std::memory_order_relaxed)) return *s;
+  int cpus = g_requested_cpus ? g_requested_cpus : cpus_from_environment();
   // Leaked on purpose: tensors held by static objects may be destroyed after main returns.
-  static DeviceSet* set = [] {
-    auto* s = new DeviceSet();
-    s->owned.push_back(std::make_unique<CpuDevice>());
-    for (auto& d : create_cuda_devices()) s->owned.push_back(std::move(d));
-    for (auto& d : s->owned) s->all.push_back(d.get());
-    return s;
-  }();
-  return *set;
+  auto* s = new DeviceSet();
+  s->cpus = cpus;
+  for (int i = 0; i < cpus; ++i) s->owned.push_back(std::make_unique<CpuDevice>(i, cpus));
+  for (auto& d : create_cuda_devices()) s->owned.push_back(std::move(d));
+  for (auto& d : s->owned) s->all.push_back(d.get());
+  g_devices.store(s, std::memory_order_release);
+  return *s;
+}
+
+DeviceSet& device_set() {
+  DeviceSet* s = g_devices.load(std::memory_order_acquire);
+  return s ? *s : create_devices();
 }
 
 }  // namespace
@@ -87,6 +129,33 @@ const std::vector<Device*>& local_devices() { return device_set().all; }
 Device* cpu_device() {
   static Device* cpu = device_set().all.front();
   return cpu;
+}
+
+bool local_devices_created() { return g_devices.load(std::memory_order_acquire) != nullptr; }
+
+void set_logical_cpus(int n) {
+  if (n < 1 || n > kMaxLogicalCpus)
+    throw InvalidArgument("[set_logical_cpus] asked for " + std::to_string(n) +
+                          " logical CPU devices; the count must be from 1 to " + std::to_string(kMaxLogicalCpus));
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  if (DeviceSet* s = g_devices.load(std::memory_order_relaxed)) {
+    if (s->cpus != n)
+      throw FailedPrecondition("[set_logical_cpus] asked for " + std::to_string(n) +
+                               " logical CPU devices, but this process already created its devices with " +
+                               std::to_string(s->cpus) +
+                               "; call set_logical_cpus before the first op, tensor or device lookup");
+    return;
+  }
+  g_requested_cpus = n;
+}
+
+int logical_cpus() {
+  {
+    std::lock_guard<std::mutex> lock(g_devices_mu);
+    if (DeviceSet* s = g_devices.load(std::memory_order_relaxed)) return s->cpus;
+    if (g_requested_cpus) return g_requested_cpus;
+  }
+  return cpus_from_environment();
 }
 
 Device* find_device(std::string_view name) {

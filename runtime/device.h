@@ -48,9 +48,23 @@ class Device {
   int cores_ = 0;
 };
 
-// Every device of this process: the CPU first, then GPUs in CUDA order.
+// Every device of this process: the logical CPUs in index order, then GPUs in CUDA order. The
+// first call creates them (and throws InvalidArgument when WEFT_LOGICAL_CPUS is malformed).
 const std::vector<Device*>& local_devices();
+// /cpu:0, the device of tensors made without one.
 Device* cpu_device();
+// Splits the host into n logical CPU devices, /cpu:0 ... /cpu:n-1, each with its own intra-op
+// pool of physical_cores / n threads (at least one) and all sharing the host allocator, so
+// placement, partitioning and transfers run on machines without GPUs. Call it before the devices
+// are first used; it overrides WEFT_LOGICAL_CPUS. InvalidArgument when n is outside
+// [1, kMaxLogicalCpus]; FailedPrecondition when the devices already exist with another count.
+void set_logical_cpus(int n);
+inline constexpr int kMaxLogicalCpus = 256;
+// The number of logical CPU devices: the devices' own count once they exist, else what they will
+// be created with (set_logical_cpus, else WEFT_LOGICAL_CPUS, else 1; a bad variable throws).
+int logical_cpus();
+// Whether local_devices() has created the devices; from then on their count is fixed.
+bool local_devices_created();
 // Accepts any form of device name; nullptr when it names no local device. Throws
 // InvalidArgument for a name that does not parse.
 Device* find_device(std::string_view name);

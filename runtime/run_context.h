@@ -1,8 +1,10 @@
-// What a kernel may ask of the executor that runs it: the graph's variables and a way to run a
-// function-body subgraph (the branches of If, the condition and body of While). Null in eager
-// mode, where the api layer does these things directly.
+// What a kernel may ask of the executor that runs it: the graph's variables, a way to run a
+// function-body subgraph (the branches of If, the condition and body of While), and, for Send,
+// Recv and other asynchronous kernels, the step they belong to, where tensors meet and how the
+// step is cancelled. Null in eager mode, where the api layer does these things directly.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -12,7 +14,9 @@
 
 namespace weft {
 
+class CancellationManager;
 class GraphIR;
+class Rendezvous;
 
 class RunContext {
  public:
@@ -21,6 +25,14 @@ class RunContext {
   virtual VariableState& variable(std::string_view name) = 0;
   // Runs `body` (a graph with args and results) on `args` and returns its results.
   virtual std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args) = 0;
+
+  // The defaults describe a run of one device that nothing else takes part in.
+  // The id of the running step, part of every rendezvous key; 0 when steps are not numbered.
+  virtual int64_t step_id() const { return 0; }
+  // Where this step's Send and Recv kernels exchange tensors; null when the run has none.
+  virtual Rendezvous* rendezvous() const { return nullptr; }
+  // Cancelled with the step's first error, anywhere; null when the run cannot be cancelled.
+  virtual CancellationManager* cancellation() const { return nullptr; }
 };
 
 }  // namespace weft

@@ -28,9 +28,14 @@ TEST(Devices, CpuComesFirstWithItsFullName) {
   // At least what the kernel reports: hwloc alone can under-report inside containers.
   int64_t phys = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   EXPECT_GE(cpu.memory_bytes, phys);
-  for (size_t i = 1; i < devices.size(); ++i) {
+  // The logical CPUs (one unless WEFT_LOGICAL_CPUS says otherwise), then the GPUs.
+  size_t cpus = static_cast<size_t>(logical_cpus());
+  ASSERT_GE(devices.size(), cpus);
+  for (size_t i = 0; i < cpus; ++i)
+    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:CPU:" + std::to_string(i));
+  for (size_t i = cpus; i < devices.size(); ++i) {
     EXPECT_EQ(devices[i].type, "GPU");
-    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:GPU:" + std::to_string(i - 1));
+    EXPECT_EQ(devices[i].name, "/job:localhost/replica:0/task:0/device:GPU:" + std::to_string(i - cpus));
   }
 }
 
@@ -69,6 +74,42 @@ TEST(Devices, MalformedScopeThrows) {
   EXPECT_THROW(DeviceScope("/tpu:0"), InvalidArgument);
   EXPECT_THROW(DeviceScope("/device:CPU:x"), InvalidArgument);
   EXPECT_EQ(current_device_request(), "") << "a failed scope must not stay pushed";
+}
+
+TEST(Devices, LogicalCpuCountIsFixedOnceDevicesExist) {
+  list_devices();
+  int n = logical_cpus();  // 1 unless WEFT_LOGICAL_CPUS says otherwise
+  EXPECT_NO_THROW(set_logical_cpus(n)) << "asking for the count the devices have changes nothing";
+  try {
+    set_logical_cpus(n + 1);
+    FAIL() << "changing the count after the devices exist must fail";
+  } catch (const FailedPrecondition& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.rfind("[set_logical_cpus]", 0), 0u) << m;
+    EXPECT_NE(m.find("already created its devices with " + std::to_string(n)), std::string::npos) << m;
+  }
+  EXPECT_EQ(logical_cpus(), n);
+  int cpus = 0;
+  for (const DeviceInfo& d : list_devices()) cpus += d.type == "CPU";
+  EXPECT_EQ(cpus, n);
+}
+
+TEST(Devices, LogicalCpuCountMustBeSane) {
+  for (int bad : {0, -1, 257, 1 << 30}) {
+    try {
+      set_logical_cpus(bad);
+      ADD_FAILURE() << bad << " logical CPUs accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Devices, CpuScopeBeyondTheLogicalCpusSoftPlacesOnCpu0) {
+  if (logical_cpus() != 1) GTEST_SKIP() << "WEFT_LOGICAL_CPUS is set";
+  EXPECT_EQ(find_device("/cpu:1"), nullptr);
+  DeviceScope s("/cpu:1");
+  EXPECT_EQ((constant(1.f) + 1.f).device(), kCpuName);
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// The meeting point of Send and Recv kernels: a tensor sent under a key is handed to the recv of
+// the same key, whichever comes first. In-process now (comm/local_rendezvous.h), MPI and NCCL
+// between processes later; executors see only this interface.
+//
+//   RendezvousKey key{src_device, process_incarnation(), dst_device, "MatMul:0", step_id};
+//   rendezvous.send(key, t);                                    // never blocks
+//   rendezvous.recv_async(key, [](std::exception_ptr error, Tensor t, bool is_dead) { ... });
+//
+// Waiting never blocks a thread: recv_async completes through its callback, inline when the
+// tensor is already there, else on the sender's thread (or the aborting one). Errors travel as
+// std::exception_ptr holding a weft::Error subclass.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "runtime/tensor.h"
+
+namespace weft {
+
+// A random 64-bit number drawn once per process (never 0): a key names its producer's
+// incarnation so that a tensor from a restarted task is told apart from one its predecessor sent.
+uint64_t process_incarnation();
+
+// Which tensor, between which devices, in which step.
+struct RendezvousKey {
+  std::string src_device;     // the producer's full device name
+  uint64_t src_incarnation = 0;
+  std::string dst_device;     // the consumer's full device name
+  std::string edge_name;      // the edge the tensor travels, unique within a step ("MatMul:0")
+  int64_t step_id = 0;
+
+  // The canonical form, "src;incarnation;dst;edge;step", e.g.
+  // "/job:localhost/replica:0/task:0/device:CPU:0;0123456789abcdef;/job:localhost/replica:0/task:0/device:CPU:1;x:0;7"
+  // with the incarnation as 16 lowercase hex digits. parse(to_string()) gives back a valid key.
+  std::string to_string() const;
+  // The inverse of to_string, for keys that crossed a process: untrusted, so every field is
+  // checked. InvalidArgument naming the key and what is wrong.
+  static RendezvousKey parse(std::string_view text);
+  // InvalidArgument unless both devices are full canonical names, the edge name is 1 to
+  // kMaxEdgeName bytes without ';' or control characters, and the step id is not negative.
+  void validate() const;
+
+  friend bool operator==(const RendezvousKey&, const RendezvousKey&) = default;
+};
+
+inline constexpr size_t kMaxEdgeName = 4096;
+
+// Not noexcept on purpose: libstdc++'s hash tables then keep each element's hash, so erasing or
+// rehashing does not hash the key again.
+struct RendezvousKeyHash {
+  size_t operator()(const RendezvousKey& k) const;
+};
+
+class Rendezvous {
+ public:
+  // `error` is null on success; `value` is then the sent tensor and `is_dead` says whether the
+  // producer's branch was not taken (control flow). On error `value` is empty.
+  using DoneCallback = std::function<void(std::exception_ptr error, Tensor value, bool is_dead)>;
+
+  virtual ~Rendezvous() = default;
+
+  // Hands `value` to the recv of `key`, now or when it comes. Never blocks. Throws the abort error
+  // when the rendezvous or the key's step was aborted, and Internal when `key` was already sent
+  // and not yet received.
+  virtual void send(const RendezvousKey& key, Tensor value, bool is_dead = false) = 0;
+  // Calls `done` exactly once: with the tensor sent under `key`, or with an error (the abort
+  // error, or Internal when another recv already waits for the same key). `done` runs inline when
+  // the outcome is known now, else on the thread of the send, abort or cleanup that decides it;
+  // it must not throw.
+  virtual void recv_async(const RendezvousKey& key, DoneCallback done) = 0;
+  // Fails every pending and every future recv and send on this rendezvous with `error` (the
+  // first abort wins; later ones are ignored) and drops the tensors not yet received.
+  // InvalidArgument for a null error.
+  virtual void start_abort(std::exception_ptr error) = 0;
+  // The same for one step: its pending and future recvs and sends fail with `error` until
+  // cleanup_step(step_id); other steps go on.
+  virtual void abort_step(int64_t step_id, std::exception_ptr error) = 0;
+  // The step is over: drops the tensors it sent that nobody received and forgets its abort.
+  // A recv of the step still waiting fails with FailedPrecondition (the step ended without its
+  // tensor). Step ids are not reused after cleanup.
+  virtual void cleanup_step(int64_t step_id) = 0;
+
+  struct Received {
+    Tensor value;
+    bool is_dead = false;
+  };
+  // Blocks until the tensor of `key` arrives; for tests and tools, never for kernels.
+  // Rethrows the recv's error; DeadlineExceeded naming the key after `timeout`, in which case
+  // the recv stays registered and swallows the tensor if it comes later.
+  Received recv(const RendezvousKey& key, std::chrono::milliseconds timeout);
+};
+
+}  // namespace weft
