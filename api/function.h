@@ -10,10 +10,33 @@
 //   step.tracing_count();       // 1
 //   step.graph(x, y);           // the optimised Graph for that signature
 //
-// The signature is each Tensor argument's dtype and shape, plus the value of every other
-// argument (numbers, strings, bools; Variables and other objects by identity). Tensor arguments
-// become placeholders; everything else is passed to the body as is. Results may be a Tensor, a
-// std::vector<Tensor>, a std::tuple of Tensors, or nothing.
+// Arguments and the signature (api/function_signature.h):
+// - A Tensor argument becomes a placeholder; the signature holds its dtype and shape.
+// - Tensors inside std::vector, std::array, std::pair, std::tuple and std::optional, nested in any
+//   way, become placeholders too, in order (as tf.nest flattens): the body receives a container
+//   of the same structure holding the stand-ins. The signature holds that structure (a vector's
+//   length, whether an optional is empty), never the tensors' values, so
+//     auto sum = weft::function([](const std::vector<Tensor>& xs) { return xs[0] + xs[1]; });
+//     sum(std::vector<Tensor>{x, y});   // traces once for two scalars, then feeds new values
+//   A container of another length retraces. std::tie(x, y) works: the body gets a
+//   std::tuple<Tensor, Tensor>.
+// - Every other argument is keyed by its exact value and its type, and passed to the body as is:
+//   floats and doubles exactly (1.000001f is not 1.0f, -0.0 is not 0.0; every NaN is one key),
+//   integers, bools and enums by value and type (1, 1u, 1.0 and true are four signatures),
+//   strings by their characters, Shape and DType by value, Variables by identity (the trace reads
+//   the variable on every call), and containers of these element by element.
+// - Any other type is a compile-time error naming it, unless it specialises weft::SignatureKey:
+//     template <> struct weft::SignatureKey<Activation> {
+//       static std::string key(const Activation& a) { return a.name + "/" + std::to_string(a.slope); }
+//     };
+//   Equal keys share a trace, so the key must cover everything the body's trace depends on.
+//   weft::is_keyable_v<T> says whether T may be an argument. Objects the body only uses (a model,
+//   an optimizer) are captured by the lambda, not passed.
+// - A placeholder is named input_<i>, i counting the flattened tensors; an input_signature lists
+//   them in that order. graph() and save() take the same arguments as a call.
+// A call whose arguments are all Tensors allocates nothing to match its signature.
+//
+// Results may be a Tensor, a std::vector<Tensor>, a std::tuple of Tensors, or nothing.
 //
 // Called while a GradientTape outside records, the traced graph runs and the tape records the call
 // as one op, whose gradient runs a traced backward graph (api/function_gradient.h, which also says
@@ -23,7 +46,6 @@
 #include <array>
 #include <memory>
 #include <span>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -31,6 +53,7 @@
 #include <vector>
 
 #include "api/function_core.h"
+#include "api/function_signature.h"
 #include "api/graph.h"
 #include "api/saved_model.h"
 #include "api/variable.h"
@@ -40,38 +63,9 @@ namespace weft {
 namespace function_detail {
 
 template <class T>
-inline constexpr bool is_tensor_v = std::is_same_v<std::remove_cvref_t<T>, Tensor>;
-
-template <class T>
 struct is_tensor_tuple : std::false_type {};
 template <class... Ts>
 struct is_tensor_tuple<std::tuple<Ts...>> : std::bool_constant<(std::is_same_v<Ts, Tensor> && ...)> {};
-
-// The part of the signature a non-tensor argument contributes.
-template <class T>
-void append_key(std::string& key, const T& v) {
-  using D = std::remove_cvref_t<T>;
-  if (!key.empty()) key += ", ";
-  if constexpr (std::is_same_v<D, bool>) {
-    key += v ? "true" : "false";
-  } else if constexpr (std::is_arithmetic_v<D>) {
-    std::ostringstream os;
-    os << v;
-    key += os.str();
-  } else if constexpr (std::is_enum_v<D>) {
-    key += std::to_string(static_cast<long long>(v));
-  } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
-    key += "'" + std::string(std::string_view(v)) + "'";
-  } else if constexpr (std::is_same_v<D, Variable>) {
-    std::ostringstream os;
-    os << "Variable@" << static_cast<const void*>(v.id());
-    key += os.str();
-  } else {
-    std::ostringstream os;
-    os << "object@" << static_cast<const void*>(&v);
-    key += os.str();
-  }
-}
 
 template <class R>
 std::vector<Tensor> to_results(R&& r) {
@@ -101,16 +95,6 @@ R from_results(std::vector<Tensor>&& out) {
   }
 }
 
-// Position of each argument among the tensor arguments (-1 for the others).
-template <class... Args>
-constexpr std::array<int, sizeof...(Args)> tensor_positions() {
-  constexpr bool is_t[] = {is_tensor_v<Args>..., false};
-  std::array<int, sizeof...(Args)> pos{};
-  int k = 0;
-  for (size_t i = 0; i < sizeof...(Args); ++i) pos[i] = is_t[i] ? k++ : -1;
-  return pos;
-}
-
 }  // namespace function_detail
 
 template <class F>
@@ -121,29 +105,21 @@ class Function {
 
   template <class... Args>
   auto operator()(Args&&... args) {
-    using R = std::invoke_result_t<F&, Args...>;
-    // The arguments outlive the call, so the tensors are borrowed: a call of a small graph is
+    using R = result_t<Args...>;
+    // The arguments outlive the call, so their tensors are borrowed: a call of a small graph is
     // made of little more than such reference-count updates.
-    BorrowedTensors<count_tensors<Args...>()> tensors;
-    std::string key;
-    collect(tensors.data(), key, args...);
-    auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
-      return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
-    };
-    return function_detail::from_results<R>(core_->call(tensors.span(), key, FunctionBody(body)));
+    function_detail::FlatArguments<std::remove_reference_t<Args>...> flat(args...);
+    auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> { return invoke<R>(stand_ins, args...); };
+    return function_detail::from_results<R>(core_->call(flat.tensors(), flat.key(), FunctionBody(body)));
   }
 
   // The optimised graph for this signature, tracing it if needed.
   template <class... Args>
   Graph graph(Args&&... args) {
-    using R = std::invoke_result_t<F&, Args...>;
-    BorrowedTensors<count_tensors<Args...>()> tensors;
-    std::string key;
-    collect(tensors.data(), key, args...);
-    auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
-      return invoke<R>(stand_ins, std::index_sequence_for<Args...>{}, args...);
-    };
-    return Graph(core_->graph_for(tensors.span(), key, FunctionBody(body)));
+    using R = result_t<Args...>;
+    function_detail::FlatArguments<std::remove_reference_t<Args>...> flat(args...);
+    auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> { return invoke<R>(stand_ins, args...); };
+    return Graph(core_->graph_for(flat.tensors(), flat.key(), FunctionBody(body)));
   }
 
   // Writes the graph traced for this signature (tracing it if needed) and the values of the
@@ -157,49 +133,20 @@ class Function {
   FunctionCore& core() const { return *core_; }
 
  private:
-  template <size_t N>
-  struct BorrowedTensors {
-    std::array<Tensor, N> tensors;
-    BorrowedTensors() = default;
-    BorrowedTensors(const BorrowedTensors&) = delete;
-    BorrowedTensors& operator=(const BorrowedTensors&) = delete;
-    ~BorrowedTensors() {
-      for (Tensor& t : tensors) t.forget_borrowed();
-    }
-    Tensor* data() { return tensors.data(); }
-    std::span<const Tensor> span() const { return tensors; }
-  };
-
   template <class... Args>
-  static constexpr size_t count_tensors() {
-    return (size_t{0} + ... + (function_detail::is_tensor_v<Args> ? 1 : 0));
-  }
+  using result_t = std::invoke_result_t<F&, function_detail::prepared_t<std::remove_reference_t<Args>>...>;
 
-  template <class... Args>
-  static void collect([[maybe_unused]] Tensor* tensors, [[maybe_unused]] std::string& key, const Args&... args) {
-    [[maybe_unused]] size_t k = 0;  // unused by a function of no arguments
-    (
-        [&] {
-          if constexpr (function_detail::is_tensor_v<Args>) tensors[k++] = Tensor::borrowed(args);
-          else function_detail::append_key(key, args);
-        }(),
-        ...);
-  }
-
-  template <size_t I, class Arg>
-  static decltype(auto) pick(std::span<const Tensor> stand_ins, Arg& arg, const int* positions) {
-    if constexpr (function_detail::is_tensor_v<Arg>) return Tensor(stand_ins[static_cast<size_t>(positions[I])]);
-    else return static_cast<Arg&>(arg);
-  }
-
-  template <class R, size_t... I, class... Args>
-  std::vector<Tensor> invoke(std::span<const Tensor> stand_ins, std::index_sequence<I...>, Args&... args) {
-    static constexpr auto positions = function_detail::tensor_positions<std::remove_cvref_t<Args>...>();
+  // Calls the body with the stand-ins in place of the call's tensors. Built into a tuple first:
+  // braces evaluate left to right, the order the tensors were flattened in.
+  template <class R, class... Args>
+  std::vector<Tensor> invoke(std::span<const Tensor> stand_ins, Args&... args) {
+    [[maybe_unused]] const Tensor* next = stand_ins.data();
+    std::tuple<function_detail::prepared_t<Args>...> prepared{function_detail::prepare<Args>(args, next)...};
     if constexpr (std::is_void_v<R>) {
-      (*fn_)(pick<I>(stand_ins, args, positions.data())...);
+      std::apply(*fn_, std::move(prepared));
       return {};
     } else {
-      return function_detail::to_results((*fn_)(pick<I>(stand_ins, args, positions.data())...));
+      return function_detail::to_results(std::apply(*fn_, std::move(prepared)));
     }
   }
 

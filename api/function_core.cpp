@@ -116,7 +116,8 @@ void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const 
     // Say what changed since the previous call: that is what made this one retrace.
     std::string cause;
     if (static_key != last_->static_key) {
-      cause = "its non-tensor arguments changed from (" + last_->static_key + ") to (" + static_key +
+      cause = "the structure or non-tensor values of its arguments changed from (" + last_->static_key + ") to (" +
+              static_key +
               "); pass values that change as tensors";
     } else if (args.size() == last_->specs.size()) {
       for (size_t i = 0; i < args.size() && cause.empty(); ++i)
