@@ -1,4 +1,5 @@
-// TF1-style graphs: build with placeholders, run with a Session, feed and fetch by name.
+// TF1-style graphs: build with placeholders, run with a Session, feed and fetch by name; then
+// train a model TF1-style, running the train op that apply_gradients returns as a target.
 //
 //   ./graph_session
 #include <iostream>
@@ -39,5 +40,29 @@ int main() {
   } catch (const InvalidArgument& e) {
     std::cout << "as expected: " << e.what() << "\n";
   }
+
+  // TF1-style training: y = 3x - 1 learnt by a Dense layer, one train op run per step.
+  Graph tg;
+  nn::Dense line(1);
+  optim::SGD sgd(0.1);
+  Tensor loss;
+  Operation train;
+  {
+    GraphScope scope(tg);
+    Tensor x = placeholder(float32, {-1, 1}, "x");
+    Tensor target = placeholder(float32, {-1, 1}, "target");
+    GradientTape tape;
+    loss = identity(reduce_mean(square(line(x) - target)), "loss");
+    train = sgd.apply_gradients(tape.gradient(loss, line.trainable_variables()), line.trainable_variables());
+  }
+  Session trainer(tg);
+  Tensor xs = constant(std::vector<float>{-1, 0, 1, 2}, Shape{4, 1});
+  Tensor ys = constant(std::vector<float>{-4, -1, 2, 5}, Shape{4, 1});
+  for (int step = 0; step <= 100; ++step) {
+    auto fetched = trainer.run({{"x:0", xs}, {"target:0", ys}}, {loss}, {train});
+    if (step % 25 == 0) std::cout << "step " << step << ": loss " << fetched[0].item<float>() << "\n";
+  }
+  // Fetching without the train op as a target runs no update.
+  std::cout << "kernel " << line.kernel().value() << "\nbias " << line.bias().value() << "\n";
   return 0;
 }

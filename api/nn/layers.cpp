@@ -54,13 +54,14 @@ class DenseImpl final : public ModuleImpl {
       throw InvalidArgument("[Dense] " + name() + " was built for inputs with last dimension " +
                             std::to_string(kernel_.shape()[0]) + ", got shape " + x.shape().to_string() +
                             called_at(loc));
+    // On the last axis of any rank, like Keras. A matmul of rank >= 2 by a matrix folds the
+    // leading dimensions into one GEMM (forward and gradient), and leaves the bias and activation
+    // adjacent to it for the fusion pass; only a vector needs reshaping.
     Tensor y;
-    if (x.rank() == 2) {
+    if (x.rank() >= 2) {
       y = matmul(x, kernel_.value(loc), false, false, loc);
-    } else {  // apply to the last axis of any rank, like Keras
-      Shape out = x.shape();
-      out[out.rank() - 1] = units_;
-      y = reshape(matmul(reshape(x, {-1, in}, loc), kernel_.value(loc), false, false, loc), out, loc);
+    } else {
+      y = reshape(matmul(reshape(x, {1, in}, loc), kernel_.value(loc), false, false, loc), {units_}, loc);
     }
     if (use_bias_) y = add(y, bias_.value(loc), loc);
     return activation_ ? activate(activation_, y, loc) : y;
