@@ -119,8 +119,8 @@ int main() {
       gunzip(images, buffer);
       gunzip(labels, buffer);
     }, 1, 5);
-    rows.push_back({"Fashion-MNIST train (60000), gzip", fmt("%.1f ms", w * 1e3), "gunzip " + fmt("%.1f ms", floor * 1e3),
-                    fmt("%.2fx", w / floor), "<= 1.5x gunzip"});
+    rows.push_back({"Fashion-MNIST train (60000), gzip", fmt("%.1f ms", w * 1e3),
+                    "gunzip " + fmt("%.1f ms", floor * 1e3), fmt("%.2fx", w / floor), "<= 1.5x gunzip"});
 
     // The same images stored plain: what is left is the copy out of zlib's buffer.
     Tensor x = data::read_idx(images);
