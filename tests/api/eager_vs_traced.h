@@ -1,8 +1,9 @@
 // The eager-vs-traced check DESIGN.md asks of every op: the same inputs through the op eagerly
-// and through weft::function (traced with the pass pipeline, and without it) give bit-identical
-// results. A single op runs the same kernel in all three, so there is no tolerance: any
-// difference is a defect of tracing, of a pass or of the executor (a shape, a dtype, an attribute
-// that got lost, a constant folded differently, a reduction split another way).
+// and through weft::function (traced with the pass pipeline, without it, and with unknown dims)
+// give bit-identical results. A single op runs the same kernel in each, so there is no
+// tolerance: any difference is a defect of tracing, of a pass or of the executor (a shape, a
+// dtype, an attribute that got lost, a constant folded differently, a reduction split another
+// way).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -115,10 +116,16 @@ inline void expect_same_bits(const Tensor& want, const Tensor& got, const std::s
 }
 
 // op(inputs) traced: the inputs become the function's tensor arguments (placeholders), so the op
-// is a node of the graph and not a captured constant. `graph` receives the graph it ran.
-inline Tensor run_traced(const Op& op, const std::vector<Tensor>& in, bool optimize, Graph* graph) {
+// is a node of the graph and not a captured constant. `graph` receives the graph it ran. With
+// `unknown_dims`, every dim of the signature is unknown (rank kept), so shapes are worked out
+// when the graph runs, as for a function traced with relax_shapes.
+inline Tensor run_traced(const Op& op, const std::vector<Tensor>& in, bool optimize, Graph* graph,
+                         bool unknown_dims = false) {
   FunctionOptions options;
   options.optimize = optimize;
+  if (unknown_dims)
+    for (const Tensor& t : in)
+      options.input_signature.push_back({t.dtype(), Shape(std::vector<int64_t>(static_cast<size_t>(t.rank()), -1))});
   auto run = [&](auto&& f, auto&&... args) {
     Tensor out = f(args...);
     *graph = f.graph(args...);
@@ -141,8 +148,9 @@ inline bool has_node(const Graph& g, const std::string& type) {
   return false;
 }
 
-// The eager result of op(inputs) against the traced ones, optimised and not. `node_type`: the op
-// the unoptimised trace must contain ("" for composites that have none of their own).
+// The eager result of op(inputs) against the traced ones: without the passes, with them, and with
+// them over unknown dims. `node_type`: the op the unoptimised trace must contain ("" for
+// composites that have none of their own).
 inline void expect_traced_equals_eager(const Op& op, const std::vector<Tensor>& inputs, const std::string& node_type,
                                        const std::string& what) {
   Tensor eager = op(inputs);
@@ -154,6 +162,8 @@ inline void expect_traced_equals_eager(const Op& op, const std::vector<Tensor>& 
   }
   expect_same_bits(eager, traced_plain, what + ", traced without passes");
   expect_same_bits(eager, traced, what + ", traced and optimised");
+  Graph dynamic;
+  expect_same_bits(eager, run_traced(op, inputs, true, &dynamic, true), what + ", traced with unknown dims");
 }
 
 inline std::string describe(const std::string& op, DType d, const std::vector<Shape>& shapes) {
