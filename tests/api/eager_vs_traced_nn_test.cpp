@@ -75,7 +75,7 @@ TEST_P(EagerVsTracedReduce, EveryDTypeAxesAndKeepdims) {
   uint32_t seed = 1;
   for (DType d : dtypes) {
     for (const ReduceShape& rs : reduce_shapes()) {
-      // Integer sums of a million elements stay far from overflow in [-1000, 1000].
+      // The extremes among the values make integer sums wrap around, in any order of summing.
       Tensor x = sample(d, rs.shape, seed++, -1000, 1000);
       for (const std::vector<int64_t>& axes : rs.axes) {
         if (c.needs_elements && reduces_an_empty_axis(rs.shape, axes)) continue;
