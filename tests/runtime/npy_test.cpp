@@ -1,6 +1,6 @@
 // The .npy reader and writer: numpy.save's exact bytes, round trips of every dtype, files numpy
-// wrote (when the test's Python has numpy), and damaged or forged files, which must fail with DataLoss or
-// InvalidArgument naming the source and the fault (never crash or over-allocate).
+// wrote (when the test's Python has numpy), and damaged or forged files, which must fail with
+// DataLoss or InvalidArgument naming the source and the fault (never crash or over-allocate).
 #include "runtime/npy.h"
 
 #include <gtest/gtest.h>
