@@ -354,11 +354,15 @@ TEST(Checkpoint, SaveKilledMidwayLeavesThePreviousCheckpoint) {
   EXPECT_EQ(std::count(p, p + n, first), n);
 }
 
+// The interpreter is WEFT_TEST_SAFETENSORS_PYTHON from CMake: by default the venv scripts/setup
+// makes in .cache/test-venv (Debian 12 packages no safetensors; numpy comes from the system).
 TEST(Checkpoint, PythonSafetensorsReadsTheFile) {
-  const char* env = std::getenv("WEFT_TEST_PYTHON");
-  const std::string python = env ? env : "python3";
-  if (std::system((python + " -c 'import safetensors, numpy' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << python << " has no safetensors/numpy (set WEFT_TEST_PYTHON to an interpreter that has)";
+  const std::string python = WEFT_TEST_SAFETENSORS_PYTHON;
+  if (!fs::exists(python))
+    GTEST_SKIP() << "no Python at " << python
+                 << " (scripts/setup makes it, or configure with -DWEFT_TEST_SAFETENSORS_PYTHON=...)";
+  if (std::system(("'" + python + "' -c 'import safetensors, numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << python << " has no safetensors or no numpy (scripts/setup installs both)";
   TempDir dir;
   Variable f16(cast(constant({1.5f, -2.f}), float16)), f32(constant({{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}})),
       f64(constant({0.25})), i8(cast(constant({-3, 4}), int8)), u8(cast(constant({200}), uint8)),
@@ -374,7 +378,8 @@ TEST(Checkpoint, PythonSafetensorsReadsTheFile) {
                            "        t = f.get_tensor(k)\n"
                            "        print(k, t.dtype, list(t.shape), t.flatten().tolist())\n";
   const std::string out_file = dir.file("out.txt");
-  ASSERT_EQ(std::system((python + " " + script + " " + dir.file("c.safetensors") + " > " + out_file).c_str()), 0);
+  const std::string command = "'" + python + "' " + script + " " + dir.file("c.safetensors") + " > " + out_file;
+  ASSERT_EQ(std::system(command.c_str()), 0);
   std::ifstream in(out_file);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(text,

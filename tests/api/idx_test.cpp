@@ -4,7 +4,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -197,7 +196,8 @@ long max_rss_kib() {
   return u.ru_maxrss;
 }
 
-TEST_F(IdxTest, GiganticHeadersFailFastWithoutAllocating) {
+// How fast the rejection is, is measured by bench/idx_load.cpp.
+TEST_F(IdxTest, GiganticHeadersFailWithoutAllocating) {
   const std::vector<std::vector<uint32_t>> lies = {
       {1u << 16, 1u << 16, 2},           // 8 GiB of uint8, within the element bound
       {1u << 20, 1u << 20},              // 2^40 elements: beyond any bound
@@ -206,7 +206,6 @@ TEST_F(IdxTest, GiganticHeadersFailFastWithoutAllocating) {
       {3, 0x80000000u, 0x80000000u, 4},
   };
   long rss_before = max_rss_kib();
-  auto start = std::chrono::steady_clock::now();
   int i = 0;
   for (const auto& dims : lies) {
     for (unsigned char type : {0x08, 0x0E}) {
@@ -215,8 +214,6 @@ TEST_F(IdxTest, GiganticHeadersFailFastWithoutAllocating) {
         expect_error<DataLoss>(p);
     }
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 5.0);
   // Peak RSS only grows past earlier peaks, so this catches the gross case (allocating what the
   // header declares), not every megabyte.
   EXPECT_LT(max_rss_kib() - rss_before, 128L * 1024) << "KiB of peak memory for files of a few hundred bytes";

@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-#include "api/gradient_registry.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -291,11 +290,8 @@ TEST_F(LayersTest, ModelGradientsMatchFiniteDifferences) {
   }
 }
 
-// NEEDS THE ARRAY-OP GRADIENTS (Reshape), which are being written separately: Dense applies its
-// kernel to rank-3 inputs through reshape. Skipped until Reshape has a gradient.
+// Dense applies its kernel to rank-3 inputs through reshape, so this also differentiates Reshape.
 TEST_F(LayersTest, DenseOnRank3Gradient) {
-  register_builtin_gradients();
-  if (!find_gradient(op_def("Reshape"))) GTEST_SKIP() << "Reshape has no gradient yet";
   nn::Dense dense(3, nn::tanh);
   Tensor x = random::normal({2, 4, 5}, 0, 1, 12, float64);
   Tensor w = random::uniform({2, 4, 3}, 0.5, 1.5, 13, float64);

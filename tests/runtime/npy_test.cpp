@@ -1,6 +1,6 @@
 // The .npy reader and writer: numpy.save's exact bytes, round trips of every dtype, files numpy
-// wrote (when python3 has numpy), and damaged or forged files, which must fail with DataLoss or
-// InvalidArgument naming the source and the fault (never crash or over-allocate).
+// wrote (when the test's Python has numpy), and damaged or forged files, which must fail with
+// DataLoss or InvalidArgument naming the source and the fault (never crash or over-allocate).
 #include "runtime/npy.h"
 
 #include <gtest/gtest.h>
@@ -167,9 +167,13 @@ TEST(Npy, HeaderSpellingsNumpyAccepts) {
             (std::vector<bool>{true, false}));
 }
 
-// Files numpy itself wrote and reads back, when python3 with numpy is installed.
+// Files numpy itself wrote and reads back. The interpreter is WEFT_TEST_PYTHON from CMake:
+// Debian's /usr/bin/python3 by default, which has numpy once scripts/setup installed python3-numpy.
 TEST(Npy, InteroperatesWithNumpy) {
-  if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with numpy not found";
+  const std::string python = WEFT_TEST_PYTHON;
+  if (!fs::exists(python)) GTEST_SKIP() << "no Python at " << python << " (configure with -DWEFT_TEST_PYTHON=...)";
+  if (std::system(("'" + python + "' -c 'import numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << python << " has no numpy (scripts/setup installs python3-numpy)";
   TempDir dir;
   const std::string script = dir.file("check.py");
   std::ofstream(script) << R"(import sys, numpy as np
@@ -191,7 +195,7 @@ else:
     assert b.dtype == np.bool_ and (b == (np.arange(7) % 3 == 0)).all()
     assert np.load(f'{d}/weft_scalar.npy').shape == ()
 )";
-  ASSERT_EQ(std::system(("python3 " + script + " write " + dir.path()).c_str()), 0);
+  ASSERT_EQ(std::system(("'" + python + "' " + script + " write " + dir.path()).c_str()), 0);
 
   auto expect_values = [&](const std::string& name, DType d) {
     SCOPED_TRACE(name);
@@ -232,7 +236,7 @@ else:
     save_npy(dir.file(std::string("weft_") + k + ".npy"), load_npy(dir.file(std::string(k) + ".npy")));
   save_npy(dir.file("weft_bool.npy"), load_npy(dir.file("bool.npy")));
   save_npy(dir.file("weft_scalar.npy"), load_npy(dir.file("scalar.npy")));
-  EXPECT_EQ(std::system(("python3 " + script + " read " + dir.path()).c_str()), 0);
+  EXPECT_EQ(std::system(("'" + python + "' " + script + " read " + dir.path()).c_str()), 0);
 }
 
 // ---- damaged and forged files: one test per kind of damage ----
