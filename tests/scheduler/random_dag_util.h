@@ -34,7 +34,8 @@ inline GraphIR random_dag(std::mt19937& rng, int num_nodes, bool control_edges) 
     } else {
       id = add(g, "Tanh", {{add(g, "MatMul", {{pick(), 0}, {pick(), 0}}), 0}});
     }
-    if (control_edges && rng() % 8 == 0) g.add_control_input(id, pick());
+    // Not on an arg: the executor plans a control input's producer, and a placeholder is fed.
+    if (control_edges && rng() % 8 == 0) g.add_control_input(id, values[2 + rng() % (values.size() - 2)]);
     values.push_back(id);
   }
   for (int i = 0; i < 4; ++i) g.results.push_back({pick(), 0});
