@@ -95,6 +95,9 @@ class Partitioner {
   const PartitionOptions& options_;
   PartitionResult result_;
   std::vector<std::string> tags_;
+  // Whether a node of g has a name of the kind inserted here ("_send_...", "_recv_...",
+  // "_control_..."); if not, no name made here can clash with a node added later.
+  bool names_taken_ = false;
   std::vector<int> part_of_;       // global id -> partition
   std::vector<int32_t> local_;     // global id -> id in its partition
   // Per global node: (output, dst, Recv id in dst) of each tensor sent, and (dst, Recv id) of each
@@ -110,7 +113,7 @@ class Partitioner {
 
 std::string Partitioner::fresh_name(const GraphIR& part, const std::string& base) const {
   std::string name = base;
-  for (int i = 1; g_.find(name) || part.find(name); ++i) name = base + "_" + std::to_string(i);
+  for (int i = 1; (names_taken_ && g_.find(name)) || part.find(name); ++i) name = base + "_" + std::to_string(i);
   return name;
 }
 
@@ -179,6 +182,7 @@ PartitionResult Partitioner::run() {
     if (n.assigned_device.empty())
       throw InvalidArgument("[partition] " + n.describe() + " has no assigned device; run place first");
     devices.emplace(n.assigned_device, 0);
+    names_taken_ |= n.name.starts_with("_send_") || n.name.starts_with("_recv_") || n.name.starts_with("_control_");
   }
   for (auto& [name, index] : devices) {
     index = static_cast<int>(result_.partitions.size());

@@ -156,6 +156,21 @@ TEST(Partition, AControlEdgeAcrossDevicesIsCarriedByATinyTensor) {
   }
 }
 
+TEST(Partition, InsertedNamesNeverClashWithTheGraphs) {
+  GraphIR g;
+  int32_t x = placeholder(g, float32, {4}, "x");
+  int32_t y = add(g, "Neg", {{x, 0}}, {}, "y");
+  // Named as the Send and Recv of x:0 would be, and created after them in its partition.
+  int32_t s = add(g, "Relu", {{y, 0}}, {}, "_send_x_0_to_localhost_task0_CPU1");
+  int32_t r = add(g, "Abs", {{y, 0}}, {}, "_recv_x_0_from_localhost_task0_CPU0");
+  g.node(x).assigned_device = dev(0);
+  for (int32_t id : {y, s, r}) g.node(id).assigned_device = id == y ? dev(1) : dev(0);
+  PartitionResult p = partition(g);
+  expect_valid(p);
+  for (const char* name : {"_send_x_0_to_localhost_task0_CPU1", "_recv_x_0_from_localhost_task0_CPU0"})
+    EXPECT_EQ(p.partitions[static_cast<size_t>(p.find(dev(0)))].graph.find(name)->type(), name[1] == 's' ? "Relu" : "Abs");
+}
+
 TEST(Partition, UnplacedNodesAreAnError) {
   GraphIR g;
   int32_t x = placeholder(g, float32, {4}, "x");
