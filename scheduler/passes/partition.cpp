@@ -85,6 +85,7 @@ class Partitioner {
   int32_t recv_of(Endpoint e, int dst);
   // The Recv on `dst` that fires once global node `producer` has run.
   int32_t control_recv_of(int32_t producer, int dst);
+  // `base` names the nodes: "_send<base>_to_<dst tag>" and "_recv<base>_from_<src tag>".
   int32_t transfer(int src, int dst, Endpoint local_value, const TensorMeta& meta, const std::string& tensor_name,
                    const std::string& base, const SourceLoc& loc);
   std::string fresh_name(const GraphIR& part, const std::string& base) const;
@@ -95,8 +96,9 @@ class Partitioner {
   const PartitionOptions& options_;
   PartitionResult result_;
   std::vector<std::string> tags_;
-  // Whether a node of g has a name of the kind inserted here ("_send_...", "_recv_...",
-  // "_control_..."); if not, no name made here can clash with a node added later.
+  // Whether a node of g is named like the inserted nodes ("_send...", "_recv...", "_control_...").
+  // If not, no inserted name can take the name of an original node added to the partition later,
+  // and fresh_name needs no lookup (add_node keeps the inserted names apart from each other).
   bool names_taken_ = false;
   std::vector<int> part_of_;       // global id -> partition
   std::vector<int32_t> local_;     // global id -> id in its partition
@@ -113,7 +115,8 @@ class Partitioner {
 
 std::string Partitioner::fresh_name(const GraphIR& part, const std::string& base) const {
   std::string name = base;
-  for (int i = 1; (names_taken_ && g_.find(name)) || part.find(name); ++i) name = base + "_" + std::to_string(i);
+  if (!names_taken_) return name;
+  for (int i = 1; g_.find(name) || part.find(name); ++i) name = base + "_" + std::to_string(i);
   return name;
 }
 
@@ -131,13 +134,13 @@ int32_t Partitioner::transfer(int src, int dst, Endpoint local_value, const Tens
               {"key", key.to_string()}};
   GraphIR& from = graph_of(src);
   Node& send = from.add_node(send_op, {local_value}, attrs, {},
-                             fresh_name(from, "_send_" + base + "_to_" + tags_[static_cast<size_t>(dst)]), loc);
+                             fresh_name(from, "_send" + base + "_to_" + tags_[static_cast<size_t>(dst)]), loc);
   send.assigned_device = key.send_device;
   attrs.set("dtype", meta.dtype);
   attrs.set("shape", meta.shape);
   GraphIR& to = graph_of(dst);
   Node& recv = to.add_node(recv_op, {}, std::move(attrs), {meta},
-                           fresh_name(to, "_recv_" + base + "_from_" + tags_[static_cast<size_t>(src)]), loc);
+                           fresh_name(to, "_recv" + base + "_from_" + tags_[static_cast<size_t>(src)]), loc);
   recv.assigned_device = key.recv_device;
   ++result_.num_sends;
   return recv.id;
@@ -149,7 +152,7 @@ int32_t Partitioner::recv_of(Endpoint e, int dst) {
     if (s.output == e.index && s.dst == dst) return s.recv;
   const Node& producer = g_.node(e.node);
   const int32_t recv = transfer(part_of_[static_cast<size_t>(e.node)], dst, {local_[static_cast<size_t>(e.node)], e.index},
-                                g_.meta(e), g_.endpoint_name(e), producer.name + "_" + std::to_string(e.index), producer.loc);
+                                g_.meta(e), g_.endpoint_name(e), "_" + producer.name + "_" + std::to_string(e.index), producer.loc);
   sent.push_back({e.index, dst, recv});
   return recv;
 }
@@ -169,7 +172,7 @@ int32_t Partitioner::control_recv_of(int32_t producer, int dst) {
                           fresh_name(from, "_control_" + p.name + "_to_" + tags_[static_cast<size_t>(dst)]), p.loc);
   c.assigned_device = device_of(src);
   from.add_control_input(c.id, local_[static_cast<size_t>(producer)]);
-  const int32_t recv = transfer(src, dst, {c.id, 0}, {DType::Bool, Shape{}}, "^" + p.name, "control_" + p.name, p.loc);
+  const int32_t recv = transfer(src, dst, {c.id, 0}, {DType::Bool, Shape{}}, "^" + p.name, "c_" + p.name, p.loc);
   sent.push_back({-1, dst, recv});
   return recv;
 }
@@ -182,7 +185,7 @@ PartitionResult Partitioner::run() {
     if (n.assigned_device.empty())
       throw InvalidArgument("[partition] " + n.describe() + " has no assigned device; run place first");
     devices.emplace(n.assigned_device, 0);
-    names_taken_ |= n.name.starts_with("_send_") || n.name.starts_with("_recv_") || n.name.starts_with("_control_");
+    names_taken_ |= n.name.starts_with("_send") || n.name.starts_with("_recv") || n.name.starts_with("_control_");
   }
   for (auto& [name, index] : devices) {
     index = static_cast<int>(result_.partitions.size());
