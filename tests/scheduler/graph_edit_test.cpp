@@ -6,6 +6,7 @@
 #include "graph_test_util.h"
 #include "pass_test_util.h"
 #include "scheduler/passes/constant_fold.h"
+#include "scheduler/passes/fuse_elementwise.h"
 
 namespace weft {
 namespace {
@@ -80,6 +81,39 @@ TEST(GraphEdit, ConstantFoldingAWideGraphKeepsEveryNameAndValue) {
     EXPECT_TRUE(use.control_inputs.empty());
   }
   EXPECT_EQ(testing::floats(testing::run_body(g, {&in, 1})), before);
+}
+
+TEST(GraphEdit, FusingManyGroupsAtOnceKeepsEdgesBetweenThem) {
+  // Two groups, the second reading the first's root and waiting (by a control edge) for one of
+  // its inner nodes, and an outside node waiting for the second's inner node.
+  GraphIR g;
+  int32_t x = placeholder(g, float32, {4}, "x");
+  int32_t y = placeholder(g, float32, {4}, "y");
+  g.args = {x, y};
+  int32_t sum_a = add(g, "Add", {{x, 0}, {y, 0}}, {}, "sum_a");
+  int32_t a = add(g, "Relu", {{sum_a, 0}}, {}, "a");
+  int32_t mul_b = add(g, "Mul", {{a, 0}, {y, 0}}, {}, "mul_b");
+  int32_t b = add(g, "Tanh", {{mul_b, 0}}, {}, "b");
+  int32_t after = add(g, "Neg", {{x, 0}}, {}, "after");
+  g.add_control_input(mul_b, sum_a);
+  g.add_control_input(after, mul_b);
+  g.results = {{a, 0}, {b, 0}, {after, 0}};  // a is a result: it stays a group's root
+  const Tensor in_x = weft::constant({1.f, -2.f, 3.f, -4.f});
+  const Tensor in_y = weft::constant({0.5f, 0.5f, -1.f, 2.f});
+  const std::vector<Tensor> args = {in_x, in_y};
+  const auto before = testing::floats(testing::run_body(g, args));
+
+  EXPECT_EQ(fuse_elementwise(g), 2);
+  const Node& fa = *g.find("a");
+  const Node& fb = *g.find("b");
+  EXPECT_EQ(fa.type(), "FusedElementwise");
+  EXPECT_EQ(fb.type(), "FusedElementwise");
+  EXPECT_EQ(fb.control_inputs, std::vector<int32_t>{fa.id});
+  EXPECT_NE(std::find(fb.inputs.begin(), fb.inputs.end(), Endpoint{fa.id, 0}), fb.inputs.end());
+  EXPECT_EQ(g.find("after")->control_inputs, std::vector<int32_t>{fb.id});
+  EXPECT_EQ(g.results[0], (Endpoint{fa.id, 0}));
+  EXPECT_EQ(g.results[1], (Endpoint{fb.id, 0}));
+  EXPECT_EQ(testing::floats(testing::run_body(g, args)), before);
 }
 
 }  // namespace
