@@ -30,6 +30,7 @@ void register_builtin_ops() {
     defs::register_graph_defs();
     defs::register_control_flow_defs();
     defs::register_fused_defs();
+    defs::register_transfer_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();

@@ -22,6 +22,7 @@ void register_pad_defs();
 void register_graph_defs();
 void register_control_flow_defs();
 void register_fused_defs();
+void register_transfer_defs();
 }  // namespace defs
 
 namespace cpu {

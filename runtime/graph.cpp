@@ -34,7 +34,7 @@ bool has_side_effect(const GraphIR& g) {
 
 GraphIR::GraphIR(const GraphIR& o)
     : args(o.args), results(o.results), variables(o.variables), initializers(o.initializers),
-      by_name_(o.by_name_), live_(o.live_) {
+      by_name_(o.by_name_), next_suffix_(o.next_suffix_), live_(o.live_) {
   nodes_.reserve(o.nodes_.size());
   for (const auto& n : o.nodes_) nodes_.push_back(n ? std::make_unique<Node>(*n) : nullptr);
 }
@@ -48,10 +48,23 @@ GraphIR& GraphIR::operator=(const GraphIR& o) {
 }
 
 std::string GraphIR::unique_name(std::string_view base) const {
+  int32_t suffix = 0;
+  return unique_name(base, suffix);
+}
+
+std::string GraphIR::unique_name(std::string_view base, int32_t& suffix) const {
+  suffix = 0;
   if (!by_name_.contains(base)) return std::string(base);
-  for (int i = 1;; ++i) {
+  // Start after the last suffix given to this base: counting from 1 each time made adding n
+  // unnamed nodes of one op (Add, Add_1, ...) quadratic in n.
+  int32_t i = 1;
+  if (auto it = next_suffix_.find(base); it != next_suffix_.end()) i = it->second;
+  for (;; ++i) {
     std::string candidate = std::string(base) + "_" + std::to_string(i);
-    if (!by_name_.contains(candidate)) return candidate;
+    if (!by_name_.contains(candidate)) {
+      suffix = i;
+      return candidate;
+    }
   }
 }
 
@@ -62,7 +75,14 @@ Node& GraphIR::add_node(const OpDef& op, std::vector<Endpoint> inputs, Attrs att
       throw Internal("[graph] " + op.display + " input points at a missing output");
   auto n = std::make_unique<Node>();
   n->id = id_bound();
-  n->name = unique_name(name.empty() ? std::string_view(op.name) : name);
+  const std::string_view base = name.empty() ? std::string_view(op.name) : name;
+  int32_t suffix = 0;
+  n->name = unique_name(base, suffix);
+  if (suffix > 0) {
+    auto it = next_suffix_.find(base);
+    if (it == next_suffix_.end()) next_suffix_.emplace(std::string(base), suffix + 1);
+    else it->second = suffix + 1;
+  }
   n->op = &op;
   n->inputs = std::move(inputs);
   n->attrs = std::move(attrs);
@@ -89,6 +109,22 @@ void GraphIR::remove_node(int32_t id) {
   for (auto& other : nodes_)
     if (other) std::erase(other->control_inputs, id);
   std::erase(initializers, id);
+}
+
+void GraphIR::remove_nodes(std::span<const int32_t> ids) {
+  if (ids.empty()) return;
+  std::vector<char> gone(nodes_.size(), 0);
+  for (int32_t id : ids) {
+    Node& n = node(id);  // throws for a dead id, as remove_node does
+    by_name_.erase(n.name);
+    nodes_[static_cast<size_t>(id)].reset();
+    --live_;
+    gone[static_cast<size_t>(id)] = 1;
+  }
+  auto removed = [&](int32_t id) { return gone[static_cast<size_t>(id)] != 0; };
+  for (auto& other : nodes_)
+    if (other) std::erase_if(other->control_inputs, removed);
+  std::erase_if(initializers, removed);
 }
 
 Node& GraphIR::node(int32_t id) {
@@ -170,6 +206,25 @@ void GraphIR::replace_uses(Endpoint from, Endpoint to) {
   }
   for (Endpoint& e : results)
     if (e == from) e = to;
+}
+
+void GraphIR::replace_uses(std::span<const std::pair<Endpoint, Endpoint>> replacements) {
+  if (replacements.empty()) return;
+  // Sorted pairs, and a flag per producer so that most inputs cost no search.
+  std::vector<std::pair<Endpoint, Endpoint>> sorted(replacements.begin(), replacements.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<char> replaced(nodes_.size(), 0);
+  for (const auto& [from, to] : sorted)
+    if (from.node >= 0 && from.node < id_bound()) replaced[static_cast<size_t>(from.node)] = 1;
+  auto rewire = [&](Endpoint& e) {
+    if (e.node < 0 || e.node >= id_bound() || !replaced[static_cast<size_t>(e.node)]) return;
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), e, [](const auto& p, const Endpoint& x) { return p.first < x; });
+    if (it != sorted.end() && it->first == e) e = it->second;
+  };
+  for (auto& n : nodes_)
+    if (n)
+      for (Endpoint& e : n->inputs) rewire(e);
+  for (Endpoint& e : results) rewire(e);
 }
 
 std::string GraphIR::endpoint_name(Endpoint e) const { return node(e.node).name + ":" + std::to_string(e.index); }

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/attr.h"
@@ -79,10 +81,14 @@ class GraphIR {
   Node& add_node(const OpDef& op, std::vector<Endpoint> inputs, Attrs attrs, std::vector<TensorMeta> outputs,
                  std::string_view name, SourceLoc loc = {});
   void add_control_input(int32_t node, int32_t before);
-  // Removes a node; the caller has rewired or removed its consumers first.
+  // Removes a node; the caller has rewired or removed its consumers first. O(nodes): a pass
+  // removing many nodes calls remove_nodes once instead.
   void remove_node(int32_t id);
+  // Removes every node of `ids` (and the control edges from them) in one walk over the graph,
+  // O(nodes + edges) in all; the caller has rewired or removed their data consumers first.
+  void remove_nodes(std::span<const int32_t> ids);
 
-  // `base` if no node has it yet, else base_1, base_2, ...
+  // `base` if no node has it yet, else base_1, base_2, ... (a suffix not given out before).
   std::string unique_name(std::string_view base) const;
   bool alive(int32_t id) const { return id >= 0 && id < id_bound() && nodes_[id] != nullptr; }
   Node& node(int32_t id);
@@ -102,8 +108,13 @@ class GraphIR {
     int32_t slot;
   };
   std::vector<std::vector<Use>> consumers() const;
-  // Points every data input (and arg/result) reading `from` at `to`.
+  // Points every data input (and arg/result) reading `from` at `to`. O(nodes): a pass replacing
+  // many values calls the overload below once instead.
   void replace_uses(Endpoint from, Endpoint to);
+  // Each (from, to) pair as above, in one walk over the graph: O(nodes + edges) plus a lookup per
+  // input reading a replaced node. Not transitive: an input reading a `from` gets its `to` even if
+  // that is itself a `from` of another pair.
+  void replace_uses(std::span<const std::pair<Endpoint, Endpoint>> replacements);
   const TensorMeta& meta(Endpoint e) const { return node(e.node).outputs.at(static_cast<size_t>(e.index)); }
   std::string endpoint_name(Endpoint e) const;  // "MatMul_1:0"
   // Parses "name:index" (or "name", meaning index 0); NotFound with close names if absent.
@@ -126,7 +137,11 @@ class GraphIR {
   // Null where a node was removed. Copying the graph copies the nodes (see the copy constructor).
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<std::string, int32_t, std::less<>> by_name_;
+  // Per base name that needed a suffix: where the next search for a free one starts.
+  std::map<std::string, int32_t, std::less<>> next_suffix_;
   int live_ = 0;
+
+  std::string unique_name(std::string_view base, int32_t& suffix) const;
 
  public:
   GraphIR(const GraphIR& o);

@@ -1,4 +1,5 @@
-// Graph::to_dot: a Graphviz picture of a graph, one cluster per device.
+// Graph::to_dot: a Graphviz picture of a graph, one cluster and one fill colour per device.
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -30,12 +31,17 @@ std::string GraphIR::to_dot() const {
   std::map<std::string, std::vector<const Node*>> by_device;
   for (const auto& n : nodes_)
     if (n) by_device[n->assigned_device.empty() ? n->requested_device : n->assigned_device].push_back(n.get());
+  // One fill colour per device (pastels, so labels stay readable), in device-name order.
+  static constexpr const char* kFills[] = {"#cfe2f3", "#d9ead3", "#fff2cc", "#f4cccc", "#d9d2e9", "#fce5cd",
+                                           "#d0e0e3", "#ead1dc", "#c9daf8", "#b6d7a8", "#ffe599", "#ea9999"};
   int cluster = 0;
   for (const auto& [device, nodes] : by_device) {
     const bool boxed = !device.empty();
+    const char* fill = kFills[cluster % std::size(kFills)];
     if (boxed) os << "  subgraph cluster_" << cluster++ << " {\n    label=" << quoted(device) << ";\n";
     for (const Node* n : nodes) {
       os << (boxed ? "    " : "  ") << "n" << n->id << " [label=" << quoted(label(*this, *n));
+      if (boxed) os << ", style=\"rounded,filled\", fillcolor=\"" << fill << "\"";
       if (n->op->has(kStateful)) os << ", color=firebrick";
       os << "];\n";
     }

@@ -11,20 +11,27 @@ namespace weft {
 
 namespace {
 
-bool is_const(const GraphIR& g, int32_t id) { return g.node(id).type() == "Const"; }
+// The value of every output of each node known to be constant: a Const's value, or what a folded
+// node computed. Indexed by node id; empty for the others.
+using Known = std::vector<std::vector<Tensor>>;
+
+const std::vector<Tensor>* known(const Known& values, int32_t id) {
+  const std::vector<Tensor>& v = values[static_cast<size_t>(id)];
+  return v.empty() ? nullptr : &v;
+}
 
 // Whether the node may be replaced by its value: a pure function of constant inputs.
-bool foldable(const GraphIR& g, const Node& n) {
+bool foldable(const Known& values, const Node& n) {
   const OpDef& op = *n.op;
   // Stateful ops give another value on each run (random, reads); side effects must happen at run
   // time. A node without inputs (Const itself, Fill from attributes) gains nothing from folding.
   if (op.has(kStateful) || op.has(kSideEffect) || n.inputs.empty() || n.outputs.empty()) return false;
   for (const Endpoint& e : n.inputs)
-    if (!is_const(g, e.node)) return false;
+    if (!known(values, e.node)) return false;
   // A control input orders the node after something that may change state; only waiting on a
   // constant is meaningless and can be dropped.
   for (int32_t c : n.control_inputs)
-    if (!is_const(g, c)) return false;
+    if (!known(values, c)) return false;
   return true;
 }
 
@@ -36,11 +43,11 @@ size_t bytes_of(const TensorMeta& m) {
 // Runs the node's CPU kernel on its constant inputs, as eager dispatch would; nullopt when the
 // node cannot be evaluated here or its kernel fails. A failure is not an error of the pass: the
 // node stays, so the error is raised at run time naming the node, as without folding.
-std::optional<std::vector<Tensor>> evaluate(const GraphIR& g, const Node& n) {
+std::optional<std::vector<Tensor>> evaluate(const Known& values, const Node& n) {
   const OpDef& op = *n.op;
   std::vector<Tensor> inputs;
   inputs.reserve(n.inputs.size());
-  for (const Endpoint& e : n.inputs) inputs.push_back(g.node(e.node).attrs.get<Tensor>("value"));
+  for (const Endpoint& e : n.inputs) inputs.push_back((*known(values, e.node))[static_cast<size_t>(e.index)]);
   const DType kernel_dtype = op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(inputs.size())
                                  ? inputs[static_cast<size_t>(op.kernel_dtype_input)].dtype()
                                  : n.outputs[0].dtype;
@@ -90,37 +97,60 @@ std::optional<std::vector<Tensor>> evaluate(const GraphIR& g, const Node& n) {
 
 int constant_fold(GraphIR& g, size_t max_bytes) {
   const OpDef& const_op = op_registry().get("Const");
-  int folded = 0;
+  // First every value is computed, producers first, without touching the graph; then the folded
+  // nodes are replaced in one rewrite. Replacing them one at a time costs a walk over the whole
+  // graph each (removing a node drops control edges to it everywhere), quadratic in all.
+  Known values(static_cast<size_t>(g.id_bound()));
+  std::vector<int32_t> folded;
   for (int32_t id : g.topological_order()) {
     const Node& n = g.node(id);
-    if (!foldable(g, n)) continue;
+    if (n.type() == "Const") {
+      values[static_cast<size_t>(id)] = {n.attrs.get<Tensor>("value")};
+      continue;
+    }
+    if (!foldable(values, n)) continue;
     // Skip before computing when the declared shapes already say the result is too big.
     bool too_big = false;
     for (const TensorMeta& m : n.outputs) too_big |= bytes_of(m) > max_bytes;
     if (too_big) continue;
-    std::optional<std::vector<Tensor>> values = evaluate(g, n);
-    if (!values) continue;
-    for (const Tensor& t : *values) too_big |= t.nbytes() > max_bytes;
+    std::optional<std::vector<Tensor>> result = evaluate(values, n);
+    if (!result) continue;
+    for (const Tensor& t : *result) too_big |= t.nbytes() > max_bytes;
     if (too_big) continue;
-
-    // Saved before removing the node, so that the first constant can take its name (names are
-    // what users fetch and what errors show). Control edges from the node are dropped with it:
-    // waiting for a pure function of constants orders nothing.
-    const std::string name = n.name;
-    const SourceLoc loc = n.loc;
-    const std::string requested = n.requested_device;
-    const std::string assigned = n.assigned_device;
-    g.remove_node(id);
-    for (size_t i = 0; i < values->size(); ++i) {
-      const Tensor& v = (*values)[i];
-      Node& c = g.add_node(const_op, {}, {{"value", v}}, {{v.dtype(), v.shape()}}, name, loc);
-      c.requested_device = requested;
-      c.assigned_device = assigned;
-      g.replace_uses({id, static_cast<int32_t>(i)}, {c.id, 0});
-    }
-    ++folded;
+    values[static_cast<size_t>(id)] = std::move(*result);
+    folded.push_back(id);
   }
-  return folded;
+  if (folded.empty()) return 0;
+
+  // Saved before removing the nodes, so that each node's first constant can take its name (names
+  // are what users fetch and what errors show). Control edges from the folded nodes are dropped
+  // with them: waiting for a pure function of constants orders nothing.
+  struct Saved {
+    std::string name;
+    SourceLoc loc;
+    std::string requested, assigned;
+  };
+  std::vector<Saved> saved;
+  saved.reserve(folded.size());
+  for (int32_t id : folded) {
+    const Node& n = g.node(id);
+    saved.push_back({n.name, n.loc, n.requested_device, n.assigned_device});
+  }
+  g.remove_nodes(folded);
+  std::vector<std::pair<Endpoint, Endpoint>> replacements;
+  auto add_const = [&](size_t k, size_t output) {
+    const Tensor& v = values[static_cast<size_t>(folded[k])][output];
+    Node& c = g.add_node(const_op, {}, {{"value", v}}, {{v.dtype(), v.shape()}}, saved[k].name, saved[k].loc);
+    c.requested_device = saved[k].requested;
+    c.assigned_device = saved[k].assigned;
+    replacements.push_back({{folded[k], static_cast<int32_t>(output)}, {c.id, 0}});
+  };
+  // Every first output before any second one: the names freed above go to their own nodes.
+  for (size_t k = 0; k < folded.size(); ++k) add_const(k, 0);
+  for (size_t k = 0; k < folded.size(); ++k)
+    for (size_t i = 1; i < values[static_cast<size_t>(folded[k])].size(); ++i) add_const(k, i);
+  g.replace_uses(replacements);
+  return static_cast<int>(folded.size());
 }
 
 }  // namespace weft

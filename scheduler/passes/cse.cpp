@@ -148,11 +148,32 @@ bool mergeable(const Node& n) {
 
 int eliminate_common_subexpressions(GraphIR& g) {
   // Producers come first, so by the time a node is looked at its inputs already point at the
-  // survivors of their own duplicates, and chains of duplicates collapse in one walk.
+  // survivors of their own duplicates, and chains of duplicates collapse in one walk. Each node
+  // is rewired as it is reached, and the duplicates are removed together at the end: rewiring
+  // and removing one duplicate at a time walks the whole graph per duplicate.
   std::unordered_map<size_t, std::vector<Signature>> seen;
-  int removed = 0;
+  std::vector<int32_t> survivor_of(static_cast<size_t>(g.id_bound()), -1);
+  std::vector<char> initializer(static_cast<size_t>(g.id_bound()), 0);
+  for (int32_t id : g.initializers) initializer[static_cast<size_t>(id)] = 1;
+  std::vector<int32_t> duplicates;
   for (int32_t id : g.topological_order()) {
-    const Node& n = g.node(id);
+    Node& n = g.node(id);
+    for (Endpoint& e : n.inputs)
+      if (const int32_t s = survivor_of[static_cast<size_t>(e.node)]; s >= 0) e.node = s;
+    // What waited for a duplicate waits for its survivor, which computes the same thing no
+    // later (it depends on the same inputs).
+    bool control_changed = false;
+    for (int32_t& c : n.control_inputs)
+      if (const int32_t s = survivor_of[static_cast<size_t>(c)]; s >= 0) {
+        c = s;
+        control_changed = true;
+      }
+    if (control_changed) {
+      std::vector<int32_t> unique;
+      for (int32_t c : n.control_inputs)
+        if (c != id && std::ranges::find(unique, c) == unique.end()) unique.push_back(c);
+      n.control_inputs = std::move(unique);
+    }
     if (!mergeable(n)) continue;
     Signature sig = signature_of(n);
     std::vector<Signature>& bucket = seen[sig.hash];
@@ -162,21 +183,17 @@ int eliminate_common_subexpressions(GraphIR& g) {
       continue;
     }
     const int32_t survivor = match->node->id;
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      g.replace_uses({id, static_cast<int32_t>(i)}, {survivor, static_cast<int32_t>(i)});
-    // What waited for the duplicate waits for the survivor, which computes the same thing no
-    // later (it depends on the same inputs).
-    for (int32_t other : g.node_ids()) {
-      Node& o = g.node(other);
-      if (std::ranges::find(o.control_inputs, id) != o.control_inputs.end()) g.add_control_input(other, survivor);
-    }
-    if (std::ranges::find(g.initializers, id) != g.initializers.end() &&
-        std::ranges::find(g.initializers, survivor) == g.initializers.end())
+    survivor_of[static_cast<size_t>(id)] = survivor;
+    if (initializer[static_cast<size_t>(id)] && !initializer[static_cast<size_t>(survivor)]) {
+      initializer[static_cast<size_t>(survivor)] = 1;
       g.initializers.push_back(survivor);
-    g.remove_node(id);
-    ++removed;
+    }
+    duplicates.push_back(id);
   }
-  return removed;
+  for (Endpoint& e : g.results)
+    if (const int32_t s = survivor_of[static_cast<size_t>(e.node)]; s >= 0) e.node = s;
+  g.remove_nodes(duplicates);
+  return static_cast<int>(duplicates.size());
 }
 
 }  // namespace weft

@@ -87,40 +87,69 @@ int fusable_opcode(const GraphIR& g, const Node& n) {
   return code;
 }
 
-// Replaces `members` (the last one is the root) with one node of `op`, keeping the root's name,
-// source line and devices, the members' control inputs from outside and the control edges into
-// the members from outside.
-void replace_group(GraphIR& g, const std::vector<int32_t>& members, const OpDef& op, std::vector<Endpoint> inputs,
-                   Attrs attrs) {
-  const std::set<int32_t> in_group(members.begin(), members.end());
-  const Node& root = g.node(members.back());
-  const std::string name = root.name;
-  const SourceLoc loc = root.loc;
-  const std::vector<TensorMeta> outputs = root.outputs;
-  const std::string requested = root.requested_device, assigned = root.assigned_device;
-  std::vector<int32_t> control_inputs;
-  for (int32_t m : members)
-    for (int32_t c : g.node(m).control_inputs)
-      if (!in_group.contains(c) && std::find(control_inputs.begin(), control_inputs.end(), c) == control_inputs.end())
-        control_inputs.push_back(c);
-  std::vector<int32_t> control_dependents;
-  for (int32_t id : g.node_ids()) {
-    if (in_group.contains(id)) continue;
-    for (int32_t c : g.node(id).control_inputs)
-      if (in_group.contains(c)) {
-        control_dependents.push_back(id);
-        break;
-      }
+// One group to replace: `members` (the last one is the root) become one node of `op`.
+struct Replacement {
+  std::vector<int32_t> members;
+  const OpDef* op;
+  std::vector<Endpoint> inputs;
+  Attrs attrs;
+};
+
+// Replaces every group, each with one node keeping its root's name, source line and devices, the
+// members' control inputs from outside and the control edges into the members from outside. All
+// at once: the groups are disjoint and only their roots are read from outside, so one walk over
+// the graph rewires everything (one walk per group made the pass quadratic in the graph's size).
+void replace_groups(GraphIR& g, std::vector<Replacement>& groups) {
+  if (groups.empty()) return;
+  std::vector<int32_t> group_of(static_cast<size_t>(g.id_bound()), -1);
+  for (size_t k = 0; k < groups.size(); ++k)
+    for (int32_t m : groups[k].members) group_of[static_cast<size_t>(m)] = static_cast<int32_t>(k);
+  struct Saved {
+    std::string name;
+    SourceLoc loc;
+    std::vector<TensorMeta> outputs;
+    std::string requested, assigned;
+    std::vector<int32_t> control_inputs;  // from outside the group; members of other groups included
+  };
+  std::vector<Saved> saved(groups.size());
+  std::vector<int32_t> all_members;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Node& root = g.node(groups[k].members.back());
+    saved[k] = {root.name, root.loc, root.outputs, root.requested_device, root.assigned_device, {}};
+    for (int32_t m : groups[k].members) {
+      all_members.push_back(m);
+      for (int32_t c : g.node(m).control_inputs)
+        if (group_of[static_cast<size_t>(c)] != static_cast<int32_t>(k) &&
+            std::find(saved[k].control_inputs.begin(), saved[k].control_inputs.end(), c) == saved[k].control_inputs.end())
+          saved[k].control_inputs.push_back(c);
+    }
   }
-  const Endpoint old_out{members.back(), 0};
-  for (int32_t m : members) g.remove_node(m);  // frees the root's name for the fused node
-  Node& fused = g.add_node(op, std::move(inputs), std::move(attrs), outputs, name, loc);
-  fused.requested_device = requested;
-  fused.assigned_device = assigned;
-  fused.control_inputs = std::move(control_inputs);
-  const int32_t id = fused.id;
-  g.replace_uses(old_out, {id, 0});
-  for (int32_t d : control_dependents) g.add_control_input(d, id);
+  // Nodes outside every group that wait for a member: (node, group).
+  std::vector<std::pair<int32_t, int32_t>> dependents;
+  for (int32_t id : g.node_ids()) {
+    if (group_of[static_cast<size_t>(id)] >= 0) continue;
+    for (int32_t c : g.node(id).control_inputs)
+      if (const int32_t k = group_of[static_cast<size_t>(c)]; k >= 0) dependents.emplace_back(id, k);
+  }
+  g.remove_nodes(all_members);  // frees the roots' names for the fused nodes
+  std::vector<int32_t> fused(groups.size());
+  std::vector<std::pair<Endpoint, Endpoint>> rewire;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    Node& n = g.add_node(*groups[k].op, {}, std::move(groups[k].attrs), saved[k].outputs, saved[k].name, saved[k].loc);
+    // Inputs are set after adding: some are roots of other groups, rewired below.
+    n.inputs = std::move(groups[k].inputs);
+    n.requested_device = saved[k].requested;
+    n.assigned_device = saved[k].assigned;
+    fused[k] = n.id;
+    rewire.push_back({{groups[k].members.back(), 0}, {n.id, 0}});
+  }
+  for (size_t k = 0; k < groups.size(); ++k)
+    for (int32_t c : saved[k].control_inputs) {
+      const int32_t other = group_of[static_cast<size_t>(c)];
+      g.add_control_input(fused[k], other >= 0 ? fused[static_cast<size_t>(other)] : c);
+    }
+  for (const auto& [node, k] : dependents) g.add_control_input(node, fused[static_cast<size_t>(k)]);
+  g.replace_uses(rewire);
 }
 
 // ---- MatMul + bias (+ activation) -> FusedMatMul ----
@@ -174,8 +203,8 @@ int fuse_dense(GraphIR& g) {
   const std::vector<DensePattern> patterns = find_dense_patterns(g, f);
   static const OpDef& fused_matmul = op_registry().get("FusedMatMul");
   int removed = 0;
+  std::vector<Replacement> groups;
   for (const DensePattern& p : patterns) {
-    // Inputs are read now, not when found: an earlier rewrite may have replaced a producer.
     const Node& mm = g.node(p.matmul);
     const Node& add = g.node(p.add);
     const Endpoint bias = add.inputs[0].node == p.matmul ? add.inputs[1] : add.inputs[0];
@@ -189,9 +218,10 @@ int fuse_dense(GraphIR& g) {
       attrs.set("activation", act);
       members.push_back(p.activation);
     }
-    replace_group(g, members, fused_matmul, {mm.inputs[0], mm.inputs[1], bias}, std::move(attrs));
     removed += static_cast<int>(members.size()) - 1;
+    groups.push_back({std::move(members), &fused_matmul, {mm.inputs[0], mm.inputs[1], bias}, std::move(attrs)});
   }
+  replace_groups(g, groups);
   return removed;
 }
 
@@ -290,14 +320,15 @@ int fuse_elementwise_groups(GraphIR& g) {
   }
   static const OpDef& fused_op = op_registry().get("FusedElementwise");
   int removed = 0;
-  for (const std::vector<int32_t>& members : groups) {
-    // Built now: an earlier rewrite may have replaced the producer of one of the inputs.
+  std::vector<Replacement> replacements;
+  for (std::vector<int32_t>& members : groups) {
     std::vector<Endpoint> inputs;
     Attrs attrs;
     build_program(g, members, &inputs, &attrs);
-    replace_group(g, members, fused_op, std::move(inputs), std::move(attrs));
     removed += static_cast<int>(members.size()) - 1;
+    replacements.push_back({std::move(members), &fused_op, std::move(inputs), std::move(attrs)});
   }
+  replace_groups(g, replacements);
   return removed;
 }
 
