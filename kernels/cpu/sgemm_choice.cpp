@@ -69,7 +69,9 @@ const CpuFeatures& host_cpu_features() {
 bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g) {
   if (g.k <= 0) return false;
   if (!cpu.avx512f) {
-    return cpu.avx2_fma && g.m >= 1024 && (g.n <= kOwnAvx2MaxColsAnyK || (g.n <= kOwnSgemmMaxCols && g.k <= 128));
+    if (!cpu.avx2_fma) return false;
+    const bool very_narrow = g.n <= kOwnAvx2MaxColsAnyK && !g.ta && g.m >= 128;
+    return very_narrow || (g.m >= 1024 && g.n <= kOwnSgemmMaxCols && g.k <= 128);
   }
   const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
   return narrow || (cpu.full_width_avx512 && g.m >= 48 && g.n >= 32);

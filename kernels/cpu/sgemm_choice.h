@@ -7,10 +7,11 @@
 // kernels once per process.)
 //
 // The rule, from measurements on the CPUs weft has run on:
-//   - AVX2 and FMA without AVX-512F (the AVX2 variant): only tall products (m >= 1024) that are
-//     very narrow (n <= 16: 2x OpenBLAS at 60000x128 by 128x10, A read in place) or narrow with a
-//     short inner dimension (n <= 128, k <= 128: 10% faster). Elsewhere its kernel reaches about
-//     90% of OpenBLAS's hand-written Haswell kernels (single-threaded, on a Zen 3 VM).
+//   - AVX2 and FMA without AVX-512F (the AVX2 variant): very narrow products (n <= 16) of at
+//     least 128 rows whose A it reads in place (not transposed): 2x OpenBLAS at 60000x128 by
+//     128x10, 1.8x at 256x128 by 128x10; and tall narrow ones (m >= 1024, n <= 128) with a short
+//     inner dimension (k <= 128: 10% faster). Elsewhere its kernel reaches about 90% of
+//     OpenBLAS's hand-written Haswell kernels (single-threaded, on a Zen 3 VM).
 //   - neither: OpenBLAS, always.
 //   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
 //     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.

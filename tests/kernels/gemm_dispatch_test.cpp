@@ -87,7 +87,9 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
       {args(60000, 17, 784), false, true, true, "tall, 17 columns, long inner dimension"},
       {args(60000, 128, 128), true, true, true, "tall and narrow, short inner dimension"},
       {args(60000, 128, 129), false, true, true, "tall and narrow, longer inner dimension"},
-      {args(1023, 10, 784), false, false, false, "under 32 columns, under 1024 rows"},
+      {args(1023, 10, 784), true, false, false, "under 32 columns, under 1024 rows"},
+      {args(128, 10, 784), true, false, false, "very narrow, 128 rows"},
+      {args(127, 10, 784), false, false, false, "very narrow, 127 rows"},
       {args(64, 32, 64), false, true, true, "the smallest narrow product"},
       {args(63, 32, 64), false, false, true, "one row short of narrow: general"},
       {args(256, 1000, 784), false, false, true, "general"},
@@ -103,6 +105,9 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
     EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
     EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
   }
+  GemmArgs very_narrow_transposed = args(1000, 10, 784);
+  very_narrow_transposed.ta = true;  // the AVX2 variant would pack A: OpenBLAS is faster
+  EXPECT_FALSE(own_sgemm_for(avx2, very_narrow_transposed));
   GemmArgs transposed = args(256, 1000, 784);
   transposed.ta = transposed.tb = true;
   EXPECT_TRUE(own_sgemm_for(full_width, transposed));
