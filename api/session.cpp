@@ -67,26 +67,12 @@ bool orders_only(const GraphIR& g, const Node& consumer, int32_t producer) {
 // that, as in TensorFlow 1, fetching a value never runs an assignment it does not depend on.
 void drop_idle_orderings(GraphIR& g, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
                          const std::vector<int32_t>& targets) {
-  std::vector<char> needed(static_cast<size_t>(g.id_bound()), 0);
-  std::vector<int32_t> stack;
-  auto need = [&](int32_t id) {
-    if (!needed[static_cast<size_t>(id)]) {
-      needed[static_cast<size_t>(id)] = 1;
-      stack.push_back(id);
-    }
-  };
   auto fed = [&](const Endpoint& e) { return std::find(feeds.begin(), feeds.end(), e) != feeds.end(); };
+  std::vector<int32_t> roots = targets;
   for (const Endpoint& e : fetches)
-    if (!fed(e)) need(e.node);
-  for (int32_t t : targets) need(t);
-  while (!stack.empty()) {
-    const Node& n = g.node(stack.back());
-    stack.pop_back();
-    for (const Endpoint& e : n.inputs)
-      if (!fed(e)) need(e.node);
-    for (int32_t c : n.control_inputs)
-      if (!orders_only(g, n, c)) need(c);
-  }
+    if (!fed(e)) roots.push_back(e.node);
+  const std::vector<char> needed =
+      needed_nodes(g, roots, fed, [&](const Node& n, int32_t c) { return !orders_only(g, n, c); });
   for (int32_t id : g.node_ids()) {
     Node& n = g.node(id);
     std::erase_if(n.control_inputs,

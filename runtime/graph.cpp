@@ -32,6 +32,29 @@ bool has_side_effect(const GraphIR& g) {
   return false;
 }
 
+std::vector<char> needed_nodes(const GraphIR& g, std::span<const int32_t> roots,
+                               const std::function<bool(const Endpoint&)>& fed,
+                               const std::function<bool(const Node&, int32_t)>& follow) {
+  std::vector<char> needed(static_cast<size_t>(g.id_bound()), 0);
+  std::vector<int32_t> stack;
+  auto need = [&](int32_t id) {
+    if (!needed[static_cast<size_t>(id)]) {
+      needed[static_cast<size_t>(id)] = 1;
+      stack.push_back(id);
+    }
+  };
+  for (int32_t id : roots) need(g.node(id).id);  // node() throws for an id not in the graph
+  while (!stack.empty()) {
+    const Node& n = g.node(stack.back());
+    stack.pop_back();
+    for (const Endpoint& e : n.inputs)
+      if (!fed || !fed(e)) need(e.node);
+    for (int32_t c : n.control_inputs)
+      if (!follow || follow(n, c)) need(c);
+  }
+  return needed;
+}
+
 GraphIR::GraphIR(const GraphIR& o)
     : args(o.args), results(o.results), variables(o.variables), initializers(o.initializers),
       by_name_(o.by_name_), next_suffix_(o.next_suffix_), live_(o.live_) {

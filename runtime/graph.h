@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -69,6 +70,14 @@ struct Node {
 bool has_side_effect(const Node& n);
 // Whether any node of `g` has a side effect (see above).
 bool has_side_effect(const GraphIR& g);
+
+// What a set of nodes needs to run: needed[id] is 1 for every root and, transitively, for the
+// producer of each data input not `fed` and of each control input `follow` accepts (null `fed`:
+// nothing is fed; null `follow`: every control input). The one walk behind executor plans,
+// pruning and the Session's TF1 run semantics. O(n + e).
+std::vector<char> needed_nodes(const GraphIR& g, std::span<const int32_t> roots,
+                               const std::function<bool(const Endpoint&)>& fed = nullptr,
+                               const std::function<bool(const Node& consumer, int32_t producer)>& follow = nullptr);
 
 class GraphIR {
  public:

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/attr.h"
 #include "runtime/tensor.h"
 
 namespace weft {
@@ -49,6 +50,12 @@ struct RendezvousKey {
 };
 
 inline constexpr size_t kMaxEdgeName = 4096;
+
+// The key of one step's transfer by a Send or Recv node: the partitioner (scheduler/passes/
+// partition.h) gives both nodes of a pair the attributes send_device, send_device_incarnation
+// (the uint64 bit-cast to int64), recv_device and tensor_name; the step id comes at run time.
+// Validated: InvalidArgument naming what is wrong.
+RendezvousKey rendezvous_key_of(const Attrs& transfer_attrs, int64_t step_id);
 
 // Not noexcept on purpose: libstdc++'s hash tables then keep each element's hash, so erasing or
 // rehashing does not hash the key again.

@@ -126,26 +126,12 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
   }
 
   // Which nodes the fetches and targets need, cutting at fed values.
-  std::vector<char> needed(static_cast<size_t>(g.id_bound()), 0);
-  std::vector<int32_t> stack;
-  auto need = [&](int32_t id) {
-    if (!needed[static_cast<size_t>(id)]) {
-      needed[static_cast<size_t>(id)] = 1;
-      stack.push_back(id);
-    }
-  };
+  std::vector<int32_t> roots = spec_.targets;
   for (const Endpoint& e : spec_.fetches) {
     (void)g.meta(e);
-    if (!fed.contains(e)) need(e.node);
+    if (!fed.contains(e)) roots.push_back(e.node);
   }
-  for (int32_t t : spec_.targets) need(g.node(t).id);
-  while (!stack.empty()) {
-    const Node& n = g.node(stack.back());
-    stack.pop_back();
-    for (const Endpoint& e : n.inputs)
-      if (!fed.contains(e)) need(e.node);
-    for (int32_t c : n.control_inputs) need(c);
-  }
+  const std::vector<char> needed = needed_nodes(g, roots, [&](const Endpoint& e) { return fed.contains(e); });
 
   // Value ids: the feeds first, then every planned node's outputs.
   num_feeds_ = static_cast<int32_t>(spec_.feeds.size());

@@ -3,9 +3,9 @@
 //   Send(value)  -> ()       in the producer's subgraph; hands `value` to the rendezvous
 //   Recv()       -> value    in the consumer's subgraph; takes it from the rendezvous
 //
-// Both carry the parts of the rendezvous key (scheduler/passes/partition.h): send_device,
-// send_device_incarnation, recv_device, tensor_name, and `key`, the four joined as the key text
-// without the step id, which the executor appends at run time. Recv also carries the dtype and
+// Both carry the parts of the rendezvous key but the step id, which comes at run time
+// (runtime/rendezvous.h: rendezvous_key_of): send_device, send_device_incarnation, recv_device
+// and tensor_name. Recv also carries the dtype and
 // shape of what it will receive, so the consumer's subgraph infers shapes without the producer.
 //
 // Flags: stateful (never merged by CSE: two Recvs of equal attributes in two steps are two
@@ -19,7 +19,7 @@ namespace weft::defs {
 namespace {
 
 void check_key(InferContext& ctx) {
-  for (const char* attr : {"send_device", "recv_device", "tensor_name", "key"})
+  for (const char* attr : {"send_device", "recv_device", "tensor_name"})
     if (ctx.attrs().get<std::string>(attr).empty()) ctx.fail("attribute '" + std::string(attr) + "' is empty");
 }
 
@@ -45,8 +45,7 @@ void register_transfer_defs() {
   const std::vector<AttrSpec> key_attrs = {{"send_device", AttrType::String},
                                            {"send_device_incarnation", AttrType::Int},
                                            {"recv_device", AttrType::String},
-                                           {"tensor_name", AttrType::String},
-                                           {"key", AttrType::String}};
+                                           {"tensor_name", AttrType::String}};
   op_registry().add({.name = "Send", .display = "send", .min_inputs = 1, .max_inputs = 1, .num_outputs = 0,
                      .attrs = key_attrs, .infer = infer_send, .cost = transfer_cost,
                      .flags = kStateful | kSideEffect | kNotDifferentiable});

@@ -1,49 +1,12 @@
 #include "scheduler/passes/partition.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cstdio>
 #include <set>
 
 #include "runtime/device_name.h"
+#include "runtime/rendezvous.h"
 
 namespace weft {
-
-std::string RendezvousKeyParts::to_string() const {
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(send_device_incarnation));
-  return send_device + ";" + hex + ";" + recv_device + ";" + tensor_name;
-}
-
-std::string RendezvousKeyParts::with_step(std::string_view key, int64_t step) {
-  return std::string(key) + ";" + std::to_string(step);
-}
-
-RendezvousKeyParts RendezvousKeyParts::parse(std::string_view key) {
-  auto bad = [&](const std::string& why) -> RendezvousKeyParts {
-    throw InvalidArgument("[rendezvous] key '" + std::string(key) + "' " + why +
-                          "; expected 'send_device;incarnation;recv_device;tensor_name'");
-  };
-  std::string_view fields[4];
-  std::string_view rest = key;
-  for (int i = 0; i < 3; ++i) {
-    const size_t semi = rest.find(';');
-    if (semi == std::string_view::npos) return bad("has " + std::to_string(i + 1) + " fields");
-    fields[i] = rest.substr(0, semi);
-    rest.remove_prefix(semi + 1);
-  }
-  fields[3] = rest;
-  RendezvousKeyParts p;
-  p.send_device = fields[0];
-  p.recv_device = fields[2];
-  p.tensor_name = fields[3];
-  if (p.send_device.empty() || p.recv_device.empty() || p.tensor_name.empty()) return bad("has an empty field");
-  const std::string_view inc = fields[1];
-  auto [end, ec] = std::from_chars(inc.data(), inc.data() + inc.size(), p.send_device_incarnation, 16);
-  if (inc.size() != 16 || ec != std::errc() || end != inc.data() + inc.size())
-    return bad("has incarnation '" + std::string(inc) + "', not 16 hex digits");
-  return p;
-}
 
 int PartitionResult::find(std::string_view device) const {
   for (size_t i = 0; i < partitions.size(); ++i)
@@ -124,24 +87,24 @@ int32_t Partitioner::transfer(int src, int dst, Endpoint local_value, const Tens
                               const std::string& tensor_name, const std::string& base, const SourceLoc& loc) {
   static const OpDef& send_op = op_registry().get("Send");
   static const OpDef& recv_op = op_registry().get("Recv");
-  RendezvousKeyParts key{device_of(src), options_.incarnation, device_of(dst), tensor_name};
-  if (auto it = options_.incarnations.find(key.send_device); it != options_.incarnations.end())
-    key.send_device_incarnation = it->second;
-  Attrs attrs{{"send_device", key.send_device},
-              {"send_device_incarnation", static_cast<int64_t>(key.send_device_incarnation)},
-              {"recv_device", key.recv_device},
-              {"tensor_name", key.tensor_name},
-              {"key", key.to_string()}};
+  RendezvousKey key{device_of(src), options_.incarnation, device_of(dst), tensor_name};
+  if (auto it = options_.incarnations.find(key.src_device); it != options_.incarnations.end())
+    key.src_incarnation = it->second;
+  key.validate();  // full device names, an edge name the key can carry
+  Attrs attrs{{"send_device", key.src_device},
+              {"send_device_incarnation", static_cast<int64_t>(key.src_incarnation)},
+              {"recv_device", key.dst_device},
+              {"tensor_name", key.edge_name}};
   GraphIR& from = graph_of(src);
   Node& send = from.add_node(send_op, {local_value}, attrs, {},
                              fresh_name(from, "_send" + base + "_to_" + tags_[static_cast<size_t>(dst)]), loc);
-  send.assigned_device = key.send_device;
+  send.assigned_device = key.src_device;
   attrs.set("dtype", meta.dtype);
   attrs.set("shape", meta.shape);
   GraphIR& to = graph_of(dst);
   Node& recv = to.add_node(recv_op, {}, std::move(attrs), {meta},
                            fresh_name(to, "_recv" + base + "_from_" + tags_[static_cast<size_t>(src)]), loc);
-  recv.assigned_device = key.recv_device;
+  recv.assigned_device = key.dst_device;
   ++result_.num_sends;
   return recv.id;
 }

@@ -9,7 +9,8 @@
 // consumer's: one Recv per (tensor, destination device), read by every consumer there, and one
 // Send per Recv. A control edge between devices is carried by a tiny tensor: a Const scalar that
 // waits (by a control edge) for the producer is sent, and the consumer waits on its Recv. Send and
-// Recv carry the rendezvous key of the transfer (see RendezvousKeyParts).
+// Recv carry the parts of the transfer's rendezvous key but the step (runtime/rendezvous.h:
+// rendezvous_key_of); a control edge's tensor name is "^node".
 //
 // Each partition is a function body of its own: its args are the global args placed on its
 // device, its results the global results its nodes produce, in global order; PartitionResult maps
@@ -28,27 +29,6 @@
 #include "runtime/graph.h"
 
 namespace weft {
-
-// The parts of the rendezvous key a Send/Recv pair shares, all but the step id. Its text form is
-//   "<send_device>;<send_device_incarnation as 16 hex digits>;<recv_device>;<tensor_name>"
-// e.g. "/job:localhost/replica:0/task:0/device:CPU:0;00000000deadbeef;/job:localhost/replica:0/
-// task:0/device:CPU:1;MatMul_1:0", stored in the nodes' `key` attribute; at run time the executor
-// appends ";<step id in decimal>" (with_step). Device names hold no ';'; tensor names are
-// "node:index" or "^node" for a control edge, and node names may hold ';' only as the last field
-// lets them (parse splits at the first three ';').
-struct RendezvousKeyParts {
-  std::string send_device;
-  uint64_t send_device_incarnation = 0;
-  std::string recv_device;
-  std::string tensor_name;
-
-  std::string to_string() const;
-  // The key of one step: to_string() of the parts (here, `key`) + ";" + step.
-  static std::string with_step(std::string_view key, int64_t step);
-  // Parses to_string()'s text; InvalidArgument naming what is wrong.
-  static RendezvousKeyParts parse(std::string_view key);
-  bool operator==(const RendezvousKeyParts&) const = default;
-};
 
 struct PartitionOptions {
   // The incarnation of the process owning each device: a random number per process, so that a

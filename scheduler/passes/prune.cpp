@@ -6,17 +6,12 @@
 namespace weft {
 
 int prune(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int32_t> keep_nodes) {
-  std::vector<char> kept(static_cast<size_t>(g.id_bound()), 0);
-  std::vector<int32_t> stack;
+  std::vector<int32_t> roots;
   auto keep = [&](int32_t id) {
     if (!g.alive(id))
       throw InvalidArgument("[prune] asked to keep node " + std::to_string(id) + ", which is not in the graph");
-    if (!kept[static_cast<size_t>(id)]) {
-      kept[static_cast<size_t>(id)] = 1;
-      stack.push_back(id);
-    }
+    roots.push_back(id);
   };
-
   for (const Endpoint& e : keep_values) keep(e.node);
   for (const Endpoint& e : g.results) keep(e.node);
   for (int32_t id : keep_nodes) keep(id);
@@ -26,15 +21,9 @@ int prune(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const int
   for (int32_t id : g.initializers) keep(id);
   for (int32_t id : g.node_ids())
     if (has_side_effect(g.node(id))) keep(id);  // subgraphs of If/While count
-
   // Everything a kept node reads or waits for is kept too, so no kept node is left reading a
   // removed one.
-  while (!stack.empty()) {
-    const Node& n = g.node(stack.back());
-    stack.pop_back();
-    for (const Endpoint& e : n.inputs) keep(e.node);
-    for (int32_t c : n.control_inputs) keep(c);
-  }
+  const std::vector<char> kept = needed_nodes(g, roots);
 
   std::vector<int32_t> dead;
   for (int32_t id : g.node_ids())

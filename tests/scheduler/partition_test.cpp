@@ -14,6 +14,7 @@
 #include "graph_test_util.h"
 #include "pass_test_util.h"
 #include "random_dag_util.h"
+#include "runtime/rendezvous.h"
 #include "scheduler/executor.h"
 #include "scheduler/passes/place.h"
 
@@ -46,13 +47,9 @@ void expect_valid(const PartitionResult& p) {
       for (const Endpoint& e : n.inputs) EXPECT_TRUE(g.alive(e.node)) << n.name;
       for (int32_t c : n.control_inputs) EXPECT_TRUE(g.alive(c)) << n.name;
       if (n.type() != "Send" && n.type() != "Recv") continue;
-      const std::string& key = n.attrs.get<std::string>("key");
-      RendezvousKeyParts parts = RendezvousKeyParts::parse(key);
-      EXPECT_EQ(parts.send_device, n.attrs.get<std::string>("send_device"));
-      EXPECT_EQ(parts.recv_device, n.attrs.get<std::string>("recv_device"));
-      EXPECT_EQ(parts.tensor_name, n.attrs.get<std::string>("tensor_name"));
-      EXPECT_EQ(parts.to_string(), key);
-      EXPECT_NE(parts.send_device, parts.recv_device);
+      const RendezvousKey parts = rendezvous_key_of(n.attrs, 0);  // validates every field
+      EXPECT_EQ(RendezvousKey::parse(parts.to_string()), parts);
+      EXPECT_NE(parts.src_device, parts.dst_device);
       if (n.type() == "Send") {
         EXPECT_EQ(parts.send_device, part.device);
         ++sends[key];
@@ -96,12 +93,12 @@ TEST(Partition, OneRecvPerTensorAndDestinationHoweverManyConsumers) {
     for (const Endpoint& e : g1.find(name)->inputs) EXPECT_EQ(e, (Endpoint{recv, 0})) << name;
   const Node& send = g0.node(of_type(g0, "Send")[0]);
   EXPECT_EQ(send.inputs[0], (Endpoint{g0.find("neg")->id, 0}));
-  const RendezvousKeyParts key = RendezvousKeyParts::parse(send.attrs.get<std::string>("key"));
-  EXPECT_EQ(key, (RendezvousKeyParts{dev(0), 0xdeadbeef, dev(1), "neg:0"}));
-  EXPECT_EQ(send.attrs.get<std::string>("key"), dev(0) + ";00000000deadbeef;" + dev(1) + ";neg:0");
+  const RendezvousKey key = rendezvous_key_of(send.attrs, 7);
+  EXPECT_EQ(key, (RendezvousKey{dev(0), 0xdeadbeef, dev(1), "neg:0", 7}));
+  EXPECT_EQ(key.to_string(), dev(0) + ";00000000deadbeef;" + dev(1) + ";neg:0;7");
   EXPECT_EQ(send.attrs.get<int64_t>("send_device_incarnation"), 0xdeadbeef);
   EXPECT_EQ(g1.node(recv).outputs[0].shape, Shape{4});
-  EXPECT_EQ(g1.node(recv).attrs.get<std::string>("key"), send.attrs.get<std::string>("key"));
+  EXPECT_EQ(rendezvous_key_of(g1.node(recv).attrs, 7), key);
 
   // Args and results map onto the partitions that own them.
   ASSERT_EQ(p.args.size(), 1u);
@@ -258,7 +255,7 @@ std::vector<Tensor> run_partitions(const PartitionResult& p, std::span<const Ten
       for (int32_t id : g->node_ids()) {
         Node& n = g->node(id);
         if (n.type() == "Recv") {
-          auto it = mailbox.find(n.attrs.get<std::string>("key"));
+          auto it = mailbox.find(rendezvous_key_of(n.attrs, 0).to_string());
           if (it == mailbox.end()) {
             ready = false;
             break;
@@ -267,7 +264,7 @@ std::vector<Tensor> run_partitions(const PartitionResult& p, std::span<const Ten
           n.attrs = {{"value", it->second}};
         } else if (n.type() == "Send") {
           spec.fetches.push_back(n.inputs[0]);
-          sent.push_back(n.attrs.get<std::string>("key"));
+          sent.push_back(rendezvous_key_of(n.attrs, 0).to_string());
         }
       }
       if (!ready) continue;
@@ -309,7 +306,7 @@ void expect_every_edge_accounted_for(const GraphIR& g, const PartitionResult& p)
       bool found = false;
       for (int32_t sid : from.node_ids()) {
         const Node& send = from.node(sid);
-        if (send.type() == "Send" && send.attrs.get<std::string>("key") == recv.attrs.get<std::string>("key")) {
+        if (send.type() == "Send" && rendezvous_key_of(send.attrs, 0) == rendezvous_key_of(recv.attrs, 0)) {
           EXPECT_EQ(send.inputs[0], (Endpoint{producer.index, e.index}));
           found = true;
         }
@@ -392,13 +389,16 @@ TEST(Partition, PlacedGraphsPartitionAndRunTheSame) {
   }
 }
 
-TEST(RendezvousKey, TextRoundTripsAndBadKeysAreRejected) {
-  RendezvousKeyParts k{dev(0), 0x0123456789abcdefULL, "/job:worker/replica:0/task:3/device:GPU:1", "x/y:2"};
-  EXPECT_EQ(k.to_string(), dev(0) + ";0123456789abcdef;/job:worker/replica:0/task:3/device:GPU:1;x/y:2");
-  EXPECT_EQ(RendezvousKeyParts::parse(k.to_string()), k);
-  EXPECT_EQ(RendezvousKeyParts::with_step(k.to_string(), 17), k.to_string() + ";17");
-  for (const char* bad : {"", "a;b", "a;0123456789abcdef;b", "a;12;b;t", "a;0123456789abcdeg;b;t", ";0123456789abcdef;b;t"})
-    EXPECT_THROW(RendezvousKeyParts::parse(bad), InvalidArgument) << bad;
+TEST(RendezvousKey, TransferNodesWithBadKeyPartsAreRejected) {
+  Attrs a{{"send_device", dev(0)}, {"send_device_incarnation", int64_t{5}}, {"recv_device", dev(1)}, {"tensor_name", "x:0"}};
+  EXPECT_EQ(rendezvous_key_of(a, 3).to_string(), dev(0) + ";0000000000000005;" + dev(1) + ";x:0;3");
+  Attrs short_name = a;
+  short_name.set("recv_device", std::string("/cpu:1"));  // keys hold full device names only
+  EXPECT_THROW(rendezvous_key_of(short_name, 3), InvalidArgument);
+  Attrs semicolon = a;
+  semicolon.set("tensor_name", std::string("x;0"));
+  EXPECT_THROW(rendezvous_key_of(semicolon, 3), InvalidArgument);
+  EXPECT_THROW(rendezvous_key_of(a, -1), InvalidArgument);
 }
 
 }  // namespace
