@@ -50,11 +50,12 @@ void expect_valid(const PartitionResult& p) {
       const RendezvousKey parts = rendezvous_key_of(n.attrs, 0);  // validates every field
       EXPECT_EQ(RendezvousKey::parse(parts.to_string()), parts);
       EXPECT_NE(parts.src_device, parts.dst_device);
+      const std::string key = parts.to_string();
       if (n.type() == "Send") {
-        EXPECT_EQ(parts.send_device, part.device);
+        EXPECT_EQ(parts.src_device, part.device);
         ++sends[key];
       } else {
-        EXPECT_EQ(parts.recv_device, part.device);
+        EXPECT_EQ(parts.dst_device, part.device);
         ++recvs[key];
       }
     }
