@@ -41,8 +41,27 @@ struct EagerContext {
   std::vector<OpObserver*> observers;     // not owned
   OpRecorder* recorder = nullptr;         // not owned
   std::vector<std::string> name_scopes;   // NameScope prefixes, outermost first
+  // While set, every graph node made on this thread takes this line instead of the one its
+  // front-end saw (see CallerLocation). Not owned.
+  const std::source_location* caller_location = nullptr;
 };
 
 EagerContext& eager_context();
+
+// Gives every graph node made in its lifetime the user's line `loc`: for API calls that make
+// many nodes through other front-ends, such as GradientTape::gradient, whose nodes would
+// otherwise carry the lines of the gradient functions. The outermost scope wins.
+class CallerLocation {
+ public:
+  explicit CallerLocation(const std::source_location& loc) : saved_(eager_context().caller_location) {
+    if (!saved_) eager_context().caller_location = &loc;
+  }
+  ~CallerLocation() { eager_context().caller_location = saved_; }
+  CallerLocation(const CallerLocation&) = delete;
+  CallerLocation& operator=(const CallerLocation&) = delete;
+
+ private:
+  const std::source_location* saved_;
+};
 
 }  // namespace weft

@@ -158,7 +158,9 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
   return result;
 }
 
-std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources) {
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const std::source_location& loc) {
+  CallerLocation at(loc);
   std::vector<std::vector<Tensor>> groups;
   for (const Tensor& s : sources) {
     if (!s.defined()) throw InvalidArgument("[GradientTape] a source is an empty Tensor handle");
@@ -170,7 +172,9 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   return g;
 }
 
-std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources) {
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           const std::source_location& loc) {
+  CallerLocation at(loc);
   std::vector<std::vector<Tensor>> groups;
   for (const Variable& v : sources) {
     if (!v.defined()) throw InvalidArgument("[GradientTape] a source is an uninitialised Variable");
@@ -183,12 +187,12 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   return g;
 }
 
-Tensor GradientTape::gradient(const Tensor& target, const Tensor& source) {
-  return gradient(target, std::vector<Tensor>{source})[0];
+Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, const std::source_location& loc) {
+  return gradient(target, std::vector<Tensor>{source}, loc)[0];
 }
 
-Tensor GradientTape::gradient(const Tensor& target, const Variable& source) {
-  return gradient(target, std::vector<Variable>{source})[0];
+Tensor GradientTape::gradient(const Tensor& target, const Variable& source, const std::source_location& loc) {
+  return gradient(target, std::vector<Variable>{source}, loc)[0];
 }
 
 }  // namespace weft

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <source_location>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -32,10 +33,15 @@ class GradientTape final : public OpObserver {
   void watch(const Variable& v);
 
   // d(sum of target)/d(source) for each source; an unconnected source gets zeros of its shape.
-  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources);
-  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources);
-  Tensor gradient(const Tensor& target, const Tensor& source);
-  Tensor gradient(const Tensor& target, const Variable& source);
+  // In a graph, the gradient nodes carry the caller's line.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const std::source_location& loc = std::source_location::current());
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               const std::source_location& loc = std::source_location::current());
+  Tensor gradient(const Tensor& target, const Tensor& source,
+                  const std::source_location& loc = std::source_location::current());
+  Tensor gradient(const Tensor& target, const Variable& source,
+                  const std::source_location& loc = std::source_location::current());
 
   // Stops recording until resume() (like `with tape.stop_recording():`).
   void stop_recording();

@@ -13,7 +13,8 @@ GraphBuilder::GraphBuilder(std::shared_ptr<GraphIR> graph, Mode mode, GraphBuild
     : graph_(std::move(graph)), mode_(mode), parent_(parent) {}
 
 SourceLoc GraphBuilder::loc_of(const std::source_location& where) const {
-  return {where.file_name(), where.function_name(), where.line()};
+  const std::source_location& at = eager_context().caller_location ? *eager_context().caller_location : where;
+  return {at.file_name(), at.function_name(), at.line()};
 }
 
 std::string GraphBuilder::scoped_name(std::string_view base) const {

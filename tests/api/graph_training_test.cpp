@@ -378,6 +378,24 @@ TEST(GraphTraining, NodesMadeByTheApiCarryTheCallersLine) {
   }
 }
 
+TEST(GraphTraining, GradientNodesCarryTheLineOfTheGradientCall) {
+  Graph g;
+  GraphScope scope(g);
+  Tensor x = placeholder(float32, {-1, 4}, "x");
+  Tensor y = placeholder(int32, {-1}, "y");
+  nn::Sequential model{nn::Dense(5, nn::relu), nn::Dense(3)};
+  GradientTape tape;
+  Tensor loss = nn::sparse_softmax_cross_entropy(y, model(x, /*training=*/true));
+  const int32_t first = g.ir().id_bound();
+  auto grads = tape.gradient(loss, model.trainable_variables()); const int line_grad = __LINE__;
+  ASSERT_EQ(grads.size(), 4u);
+  expect_created_at(g, first, line_grad, "tape.gradient");  // not gradient_tape.cpp, linalg.cpp, ...
+  // Outside a gradient call, nodes take their own lines again.
+  const int32_t after = g.ir().id_bound();
+  Tensor z = exp(x); const int line_relu = __LINE__;
+  expect_created_at(g, after, line_relu, "exp after the gradient");
+}
+
 // `message` names this file at `line`.
 void expect_names_line(const std::string& message, int line) {
   EXPECT_NE(message.find(std::string(kThisFile) + ":" + std::to_string(line)), std::string::npos) << message;
