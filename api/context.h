@@ -48,6 +48,20 @@ struct EagerContext {
 
 EagerContext& eager_context();
 
+// Hides the tapes recording on this thread for the scope's lifetime: from the symbolic ops of a
+// trace (of a function, or of its gradient), which are no part of their computation, and from
+// the arithmetic of an assignment, which is not differentiable.
+class ObserversHidden {
+ public:
+  ObserversHidden() { saved_.swap(eager_context().observers); }
+  ~ObserversHidden() { saved_.swap(eager_context().observers); }
+  ObserversHidden(const ObserversHidden&) = delete;
+  ObserversHidden& operator=(const ObserversHidden&) = delete;
+
+ private:
+  std::vector<OpObserver*> saved_;
+};
+
 // Gives every graph node made in its lifetime the user's line `loc`: for API calls that make
 // many nodes through other front-ends, such as GradientTape::gradient, whose nodes would
 // otherwise carry the lines of the gradient functions. The outermost scope wins.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <bit>
 #include <iostream>
+#include <optional>
 
 #include "api/context.h"
 #include "api/function_gradient.h"
@@ -36,8 +37,7 @@ struct FunctionCore::Concrete {
   // The trace before the passes, whose ops all have gradients: what a tape differentiates.
   std::shared_ptr<const GraphIR> raw;
   // How a call under one recording tape runs, decided on the first such call (under mu_).
-  bool taped_decided = false;
-  TapedFunction::Made taped{TapedFunction::Kind::kEager, nullptr};
+  std::optional<TapedFunction::Made> taped;
 
   bool matches(std::span<const Tensor> args, const std::string& key) const {
     if (key != static_key || args.size() != specs.size()) return false;
@@ -116,9 +116,8 @@ void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const 
     // Say what changed since the previous call: that is what made this one retrace.
     std::string cause;
     if (static_key != last_->static_key) {
-      cause = "the structure or non-tensor values of its arguments changed from (" + last_->static_key + ") to (" +
-              static_key +
-              "); pass values that change as tensors";
+      cause = "the structure or non-tensor values of its arguments changed from (" + last_->static_key +
+              ") to (" + static_key + "); pass values that change as tensors";
     } else if (args.size() == last_->specs.size()) {
       for (size_t i = 0; i < args.size() && cause.empty(); ++i)
         if (!last_->specs[i].accepts(args[i]))
@@ -202,11 +201,8 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
   {
     std::lock_guard lock(mu_);
     Concrete& c = find_or_trace(args, static_key, body);
-    if (!c.taped_decided) {
-      c.taped = TapedFunction::make(*c.raw, options_.optimize);
-      c.taped_decided = true;
-    }
-    taped = c.taped;
+    if (!c.taped) c.taped = TapedFunction::make(*c.raw, options_.optimize);
+    taped = *c.taped;
     exec = c.executor.get();
   }
   switch (taped.kind) {

@@ -42,19 +42,6 @@
 
 namespace weft {
 
-// Hides the tapes recording on this thread for the scope's lifetime (tracing a function, or its
-// gradient, makes symbolic ops that are no part of their computation).
-class ObserversHidden {
- public:
-  ObserversHidden() { saved_.swap(eager_context().observers); }
-  ~ObserversHidden() { saved_.swap(eager_context().observers); }
-  ObserversHidden(const ObserversHidden&) = delete;
-  ObserversHidden& operator=(const ObserversHidden&) = delete;
-
- private:
-  std::vector<OpObserver*> saved_;
-};
-
 class Executor;
 struct GradContext;
 

@@ -27,19 +27,6 @@ bool exclusively_owned(const Tensor& t) {
   return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
 }
 
-// An assignment is not differentiable (as in TensorFlow): the arithmetic of assign_add/assign_sub
-// is hidden from every recording tape, so the variable's next read starts a fresh path instead of
-// chaining gradients through the variable's history.
-class TapesPaused {
- public:
-  TapesPaused() { saved_.swap(eager_context().observers); }
-  ~TapesPaused() { saved_.swap(eager_context().observers); }
-  TapesPaused(const TapesPaused&) = delete;
-  TapesPaused& operator=(const TapesPaused&) = delete;
-
- private:
-  std::vector<OpObserver*> saved_;
-};
 }  // namespace
 
 void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
@@ -124,7 +111,10 @@ Tensor Variable::assign_combined(const Tensor& delta, Combine combine, const cha
   }
   Tensor result;
   {
-    TapesPaused paused;
+    // An assignment is not differentiable (as in TensorFlow): its arithmetic is hidden from every
+    // recording tape, so the variable's next read starts a fresh path instead of chaining
+    // gradients through the variable's history.
+    ObserversHidden paused;
     result = combine(s.value, delta, loc);
   }
   if (result.shape() != s.value.shape())
