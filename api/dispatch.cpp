@@ -39,58 +39,50 @@ void check_inputs(const OpDef& op, std::span<const Tensor> inputs) {
                             " is an empty Tensor handle (default-constructed or moved from)");
 }
 
-[[noreturn]] void no_kernel(const OpDef& op, DType dtype, std::span<const Tensor> inputs) {
-  std::string have;
-  for (int d = 0; d < kNumDTypes; ++d)
-    if (op.kernel(DeviceType::CPU, static_cast<DType>(d))) {
-      if (!have.empty()) have += ", ";
-      have += dtype_name(static_cast<DType>(d));
-    }
-  throw InvalidArgument("[" + op.display + "] dtype " + std::string(dtype_name(dtype)) +
-                        " is not supported (inputs: " + describe_inputs(inputs) + "; supported: " + have + ")");
-}
-
 // Eager placement: the innermost DeviceScope, else the device of the first input, else the CPU.
-// A GPU lacking a kernel for this op and dtype falls back to the CPU.
-Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType kernel_dtype, KernelFn* fn) {
+// A GPU lacking a kernel for this op and dtype falls back to the CPU (views need no kernel: a
+// reshape of a GPU tensor stays on the GPU).
+Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType kernel_dtype) {
   Device* dev = eager_context().scoped_device;
   if (!dev) dev = inputs.empty() ? cpu_device() : inputs[0].device_ptr();
-  *fn = op.kernel(dev->type(), kernel_dtype);
-  // Views need no kernel: a reshape of a GPU tensor stays on the GPU.
-  if (!*fn && dev->type() != DeviceType::CPU && !op.has(kForwardsInput)) {
+  if (dev->type() != DeviceType::CPU && !has_kernel(op, dev->type(), kernel_dtype) && !op.has(kForwardsInput))
     dev = cpu_device();
-    *fn = op.kernel(DeviceType::CPU, kernel_dtype);
-  }
   return dev;
 }
 
-// Inputs living on another device are copied to the kernel's device.
+// Whether a kernel on `dev` can read `t` where it is: on its own device, or in host memory,
+// which every CPU device (the logical ones too) shares.
+bool readable_on(const Device* dev, const Tensor& t) {
+  const Device* where = t.device_ptr();
+  return where == dev || (where->type() == DeviceType::CPU && dev->type() == DeviceType::CPU);
+}
+
+// Inputs living in another device's memory are copied to the kernel's device. Never the host
+// memory of logical CPUs: an optimizer's in-place update must reach the variable's own buffer.
 std::span<const Tensor> inputs_on(Device* dev, std::span<const Tensor> inputs, std::vector<Tensor>& moved) {
   bool all_here = true;
-  for (const Tensor& t : inputs) all_here &= t.device_ptr() == dev;
+  for (const Tensor& t : inputs) all_here &= readable_on(dev, t);
   if (all_here) return inputs;
   moved.clear();
-  for (const Tensor& t : inputs) moved.push_back(t.to(dev));
+  for (const Tensor& t : inputs) moved.push_back(readable_on(dev, t) ? t : t.to(dev));
   return moved;
 }
 
 template <class Outputs>
 void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, InferContext& ic, Outputs& outs) {
-  DType kernel_dtype = op.kernel_dtype_input >= 0 ? inputs[op.kernel_dtype_input].dtype() : ic.output(0).dtype;
-  KernelFn fn = nullptr;
-  Device* dev = choose_device(op, inputs, kernel_dtype, &fn);
-  if (!fn && !op.has(kForwardsInput)) no_kernel(op, kernel_dtype, inputs);
+  const DType kernel_dtype = kernel_dtype_of(
+      op, static_cast<int>(inputs.size()), [&](int i) { return inputs[static_cast<size_t>(i)].dtype(); },
+      ic.output(0).dtype);
+  Device* dev = choose_device(op, inputs, kernel_dtype);
+  const KernelRef kernel = find_kernels(op, dev->type(), kernel_dtype);
+  if (!kernel.found() && !op.has(kForwardsInput))
+    throw_no_kernel(op, dev->type(), kernel_dtype, "inputs: " + describe_inputs(inputs));
+  if (kernel.async)
+    throw FailedPrecondition("[" + op.display + "] only runs inside a graph (it waits for another device or process)");
   std::vector<Tensor> moved;
   std::span<const Tensor> ins = inputs_on(dev, inputs, moved);
-  for (int i = 0; i < ic.num_outputs(); ++i) {
-    const TensorMeta& m = ic.output(i);
-    if (i == 0 && op.has(kForwardsInput)) outs[0] = ins[0].view(m.shape);
-    else outs[i] = Tensor::empty(m.dtype, m.shape, dev);
-  }
-  if (fn) {
-    KernelContext kc{op, ins, std::span<Tensor>(outs.data(), static_cast<size_t>(ic.num_outputs())), attrs, *dev};
-    fn(kc);
-  }
+  run_kernel(op, kernel.sync, *dev, attrs, ins, std::span<Tensor>(outs.data(), static_cast<size_t>(ic.num_outputs())),
+             [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); });
 }
 
 bool any_symbolic(std::span<const Tensor> inputs) {

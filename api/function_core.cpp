@@ -8,8 +8,7 @@
 #include "api/context.h"
 #include "api/function_gradient.h"
 #include "api/graph_builder.h"
-#include "scheduler/executor.h"
-#include "scheduler/passes/optimize.h"
+#include "scheduler/graph_compiler.h"
 
 namespace weft {
 
@@ -32,8 +31,7 @@ std::string TensorSpec::to_string() const { return std::string(dtype_name(dtype)
 struct FunctionCore::Concrete {
   std::vector<TensorSpec> specs;
   std::string static_key;
-  std::shared_ptr<GraphIR> graph;
-  std::unique_ptr<Executor> executor;
+  std::unique_ptr<CompiledGraph> compiled;
   // The trace before the passes, whose ops all have gradients: what a tape differentiates.
   std::shared_ptr<const GraphIR> raw;
   // How a call under one recording tape runs, decided on the first such call (under mu_).
@@ -74,8 +72,8 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
   auto c = std::make_unique<Concrete>();
   c->specs = specs;
   c->static_key = static_key;
-  c->graph = std::make_shared<GraphIR>();
-  GraphBuilder builder(c->graph, GraphBuilder::Mode::kFunction);
+  auto graph = std::make_shared<GraphIR>();
+  GraphBuilder builder(graph, GraphBuilder::Mode::kFunction);
   if (tracing_count_ > 0)
     builder.set_variable_creation_allowed(
         false, "weft::function '" + options_.name +
@@ -94,19 +92,18 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
       if (!results[i].defined())
         throw InvalidArgument("[function '" + options_.name + "'] result " + std::to_string(i) +
                               " is an empty Tensor handle");
-      c->graph->results.push_back(builder.endpoint_of(results[i], here));
+      graph->results.push_back(builder.endpoint_of(results[i], here));
     }
   }
   ++tracing_count_;
-  std::vector<int32_t> targets = builder.side_effects();
-  c->raw = std::make_shared<const GraphIR>(c->graph->clone());
-  if (options_.optimize) optimize(*c->graph, {}, targets);
-  std::erase_if(targets, [&](int32_t t) { return !c->graph->alive(t); });
-  ExecutorSpec spec;
-  for (int32_t a : c->graph->args) spec.feeds.push_back({a, 0});
-  spec.fetches = c->graph->results;
-  spec.targets = std::move(targets);
-  c->executor = std::make_unique<Executor>(c->graph, std::move(spec));
+  c->raw = std::make_shared<const GraphIR>(graph->clone());
+  CompileSpec spec;
+  for (int32_t a : graph->args) spec.feeds.push_back({a, 0});
+  spec.fetches = graph->results;
+  spec.targets = builder.side_effects();
+  c->compiled = std::make_unique<CompiledGraph>(std::move(*graph), std::move(spec),
+                                                CompileOptions{.optimize = options_.optimize,
+                                                               .name = "function '" + options_.name + "'"});
   return c;
 }
 
@@ -178,15 +175,15 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
   // Called while another function traces: inline into that trace. With tracing off: run eagerly.
   if (current_builder() || functions_run_eagerly()) return body(args);
   if (!eager_context().observers.empty()) return call_under_tape(args, static_key, body);
-  const Executor* exec = nullptr;
+  const CompiledGraph* exec = nullptr;
   if (const Concrete* steady = steady_.load(std::memory_order_acquire)) {
     bool plain = true;  // concrete tensors; anything else takes the slow path and its errors
     for (const Tensor& t : args) plain &= t.defined() && !t.is_symbolic();
-    if (plain && steady->matches(args, static_key)) exec = steady->executor.get();
+    if (plain && steady->matches(args, static_key)) exec = steady->compiled.get();
   }
   if (!exec) {
     std::lock_guard lock(mu_);
-    exec = find_or_trace(args, static_key, body).executor.get();
+    exec = find_or_trace(args, static_key, body).compiled.get();
   }
   // find_or_trace matched the arguments against the signature the graph was traced for.
   return exec->run_checked_feeds(args);
@@ -197,13 +194,13 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
   // Nested or parallel tapes: see api/function_gradient.h for why they get eager execution.
   if (eager_context().observers.size() > 1) return body(args);
   TapedFunction::Made taped;
-  const Executor* exec = nullptr;
+  const CompiledGraph* exec = nullptr;
   {
     std::lock_guard lock(mu_);
     Concrete& c = find_or_trace(args, static_key, body);
     if (!c.taped) c.taped = TapedFunction::make(*c.raw, options_.optimize);
     taped = *c.taped;
-    exec = c.executor.get();
+    exec = c.compiled.get();
   }
   switch (taped.kind) {
     case TapedFunction::Kind::kOneOp: return taped.function->call(args);
@@ -216,7 +213,7 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
 std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,
                                                  const Body& body) {
   std::lock_guard lock(mu_);
-  return find_or_trace(args, static_key, body).graph;
+  return find_or_trace(args, static_key, body).compiled->shared_graph();
 }
 
 }  // namespace weft

@@ -12,7 +12,7 @@
 #include "api/ops/math.h"
 #include "api/ops/reduce.h"
 #include "api/variable.h"
-#include "scheduler/executor.h"
+#include "scheduler/graph_compiler.h"
 #include "scheduler/passes/optimize.h"
 
 namespace weft {
@@ -226,7 +226,7 @@ void TapedFunction::build(const GraphIR& raw, bool optimize) {
     weft::optimize(*forward, {}, targets);
   }
   forward_ = forward;
-  forward_executor_ = Executor::for_function(forward_);
+  forward_executor_ = compile_function(forward_->clone(), {.optimize = false, .name = "forward"});
 
   // Backward: the rest, with placeholders where it read forward values.
   GraphIR& bw = *g;
@@ -275,7 +275,7 @@ const TapedFunction::Variant& TapedFunction::variant(const std::vector<bool>& wa
     drop_multiplications_by_one(g);
     weft::optimize(g, {}, {});
   }
-  v->executor = Executor::for_function(std::make_shared<const GraphIR>(std::move(g)));
+  v->executor = compile_function(std::move(g), {.optimize = false, .name = "backward"});
   slot = std::move(v);
   return *slot;
 }

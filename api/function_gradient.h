@@ -42,7 +42,7 @@
 
 namespace weft {
 
-class Executor;
+class CompiledGraph;
 struct GradContext;
 
 class TapedFunction : public std::enable_shared_from_this<TapedFunction> {
@@ -74,7 +74,7 @@ class TapedFunction : public std::enable_shared_from_this<TapedFunction> {
  private:
   struct Variant {
     std::shared_ptr<const GraphIR> replay;  // pruned, not optimised: for call_graph
-    std::unique_ptr<Executor> executor;
+    std::unique_ptr<CompiledGraph> executor;
     std::vector<size_t> inputs;  // the input each result is the gradient of
   };
   void build(const GraphIR& raw, bool optimize);
@@ -86,7 +86,7 @@ class TapedFunction : public std::enable_shared_from_this<TapedFunction> {
   std::vector<std::shared_ptr<VariableState>> variables_;  // read by the trace, in input order
   std::vector<bool> result_has_grad_;                      // floating results take an output gradient
   std::shared_ptr<GraphIR> forward_;                       // results, then the hidden intermediates
-  std::unique_ptr<Executor> forward_executor_;
+  std::unique_ptr<CompiledGraph> forward_executor_;
   std::shared_ptr<const GraphIR> backward_;  // every input's gradient; variants pick some
   std::vector<Endpoint> gradient_of_;        // per input, in backward_; node -1: none
   mutable std::mutex mu_;

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 
-#include "scheduler/executor.h"
-#include "scheduler/passes/optimize.h"
+#include <iostream>
+
+#include "scheduler/graph_compiler.h"
 
 namespace weft {
 
@@ -83,7 +84,7 @@ void drop_idle_orderings(GraphIR& g, const std::vector<Endpoint>& feeds, const s
 }  // namespace
 
 struct Session::Plan {
-  std::unique_ptr<Executor> executor;
+  std::unique_ptr<CompiledGraph> compiled;
 };
 
 Session::Session(const Graph& graph, SessionOptions options) : graph_(graph), options_(options) {}
@@ -104,10 +105,17 @@ void Session::initialize_variables() {
   if (!pending.empty()) {
     GraphIR copy = g.clone();
     drop_idle_orderings(copy, {}, {}, pending);
-    Executor init(std::make_shared<const GraphIR>(std::move(copy)), {.targets = pending});
+    CompiledGraph init(std::move(copy), {.targets = pending}, compile_options());
     init.run({});
   }
   initialized_ = g.initializers.size();
+}
+
+CompileOptions Session::compile_options() const {
+  return {.optimize = options_.optimize,
+          .log_device_placement = options_.log_device_placement,
+          .allow_soft_placement = options_.allow_soft_placement,
+          .name = "Session"};
 }
 
 const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
@@ -125,21 +133,17 @@ const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const
 
   GraphIR copy = g.clone();
   drop_idle_orderings(copy, feeds, fetches, targets);
-  ExecutorSpec spec{.feeds = feeds, .fetches = fetches, .targets = targets};
-  // The passes may rewrite any node but placeholders (never merged or folded) and side effects:
-  // optimise only when every feed is a placeholder, so the fed endpoints survive them.
-  bool feeds_are_placeholders = true;
-  for (const Endpoint& e : feeds) feeds_are_placeholders &= g.node(e.node).type() == "Placeholder";
-  if (options_.optimize && feeds_are_placeholders) {
-    copy.results = fetches;
-    optimize(copy, {}, targets);
-    spec.fetches = copy.results;
-    std::erase_if(spec.targets, [&](int32_t t) { return !copy.alive(t); });
-  }
   auto plan = std::make_unique<Plan>();
-  plan->executor = std::make_unique<Executor>(std::make_shared<const GraphIR>(std::move(copy)), std::move(spec));
+  plan->compiled = std::make_unique<CompiledGraph>(
+      std::move(copy), CompileSpec{.feeds = feeds, .fetches = fetches, .targets = targets}, compile_options());
+  for (auto& [node, device] : plan->compiled->placement()) placement_[node] = device;
   slot = std::move(plan);
   return *slot;
+}
+
+std::map<std::string, std::string> Session::placement() const {
+  std::lock_guard lock(mu_);
+  return placement_;
 }
 
 std::vector<Tensor> Session::run(const std::vector<std::pair<TensorRef, Tensor>>& feeds,
@@ -161,10 +165,14 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<TensorRef, Tensor>>
   if (fetch_points.empty() && target_ids.empty())
     throw InvalidArgument("[Session] run() needs at least one fetch or target");
 
-  std::lock_guard lock(mu_);
-  initialize_variables();
-  const Plan& plan = plan_for(feed_points, fetch_points, target_ids);
-  return plan.executor->run(feed_values);
+  const CompiledGraph* compiled = nullptr;
+  {
+    // Planning is serialised; runs are not: plans live as long as the session and are shared.
+    std::lock_guard lock(mu_);
+    initialize_variables();
+    compiled = plan_for(feed_points, fetch_points, target_ids).compiled.get();
+  }
+  return compiled->run(feed_values);
 }
 
 }  // namespace weft

@@ -12,8 +12,9 @@
 // step, but fetching the read alone does not run the assignment. A needed placeholder left
 // unfed, or a feed whose dtype or shape contradicts its tensor, is an InvalidArgument naming it.
 // Variables created in the graph are initialised on the session's first run (those created
-// later, on the first run after). Each distinct (feeds, fetches, targets) combination is planned
-// and optimised once and cached.
+// later, on the first run after). Each distinct (feeds, fetches, targets) combination is compiled
+// once (scheduler/graph_compiler.h: optimised, placed over the devices, partitioned) and cached;
+// run() may be called from several threads at once, sharing the plans.
 #pragma once
 
 #include <map>
@@ -27,7 +28,7 @@
 
 namespace weft {
 
-class Executor;
+struct CompileOptions;
 
 // A tensor named by string ("y:0", "y") or by handle.
 class TensorRef {
@@ -61,6 +62,10 @@ class OperationRef {
 
 struct SessionOptions {
   bool optimize = true;  // run the pass pipeline on each plan
+  // Print "node (Op) -> device" on stderr for every node of each new plan, as TensorFlow does.
+  bool log_device_placement = false;
+  // Off: a node whose requested device cannot run it is an error instead of a notice.
+  bool allow_soft_placement = true;
 };
 
 class Session {
@@ -75,18 +80,23 @@ class Session {
   std::vector<Tensor> run(const std::vector<TensorRef>& fetches) { return run({}, fetches); }
 
   const Graph& graph() const { return graph_; }
+  // Node name -> full device name ("/job:localhost/replica:0/task:0/device:CPU:1") for every node
+  // the session's runs have placed so far (nodes made by the passes under their own names).
+  std::map<std::string, std::string> placement() const;
 
  private:
   struct Plan;
   const Plan& plan_for(const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
                        const std::vector<int32_t>& targets);
   void initialize_variables();
+  CompileOptions compile_options() const;
 
   Graph graph_;
   SessionOptions options_;
-  std::mutex mu_;
+  mutable std::mutex mu_;   // guards planning, initialisation and placement_; runs go on outside it
   size_t initialized_ = 0;  // how many of the graph's initializers have been seen
   std::map<std::string, std::unique_ptr<Plan>> plans_;
+  std::map<std::string, std::string> placement_;
 };
 
 }  // namespace weft

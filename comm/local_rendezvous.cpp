@@ -169,4 +169,10 @@ size_t LocalRendezvous::pending() const {
   return n;
 }
 
+LocalRendezvous& process_local_rendezvous() {
+  // Never destroyed: recvs of a run still in flight at exit must not find it gone.
+  static auto* r = new LocalRendezvous();
+  return *r;
+}
+
 }  // namespace weft

@@ -87,4 +87,7 @@ class LocalRendezvous final : public Rendezvous {
   std::array<Shard, kShards> shards_;
 };
 
+// The rendezvous every partitioned run of this process uses (step ids keep runs apart).
+LocalRendezvous& process_local_rendezvous();
+
 }  // namespace weft

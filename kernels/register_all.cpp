@@ -48,6 +48,7 @@ void register_builtin_ops() {
     cpu::register_graph_kernels();
     cpu::register_control_flow_kernels();
     cpu::register_fused_kernels();
+    cpu::register_transfer_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -42,6 +42,7 @@ void register_pad_kernels();
 void register_graph_kernels();
 void register_control_flow_kernels();
 void register_fused_kernels();
+void register_transfer_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -19,6 +19,13 @@ std::string Node::describe() const {
   return s;
 }
 
+DType kernel_dtype(const GraphIR& g, const Node& n) {
+  const OpDef& op = *n.op;
+  if (op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(n.inputs.size()))
+    return g.meta(n.inputs[static_cast<size_t>(op.kernel_dtype_input)]).dtype;
+  return n.outputs.empty() ? DType::Float32 : n.outputs[0].dtype;
+}
+
 bool has_side_effect(const Node& n) {
   if (n.op->has(kSideEffect)) return true;
   for (const auto& [name, value] : n.attrs)

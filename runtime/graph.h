@@ -64,6 +64,10 @@ struct Node {
   std::string describe() const;
 };
 
+// The dtype that selects the node's kernel (see OpDef::kernel_dtype_input); float32 for a node
+// without inputs or outputs to go by.
+DType kernel_dtype(const GraphIR& g, const Node& n);
+
 // Whether running the node changes something outside its outputs: its op has kSideEffect, or it
 // is a control-flow node (If, While) one of whose subgraphs holds such a node. Executors make
 // these nodes targets and tracing keeps them in program order.

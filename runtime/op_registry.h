@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -30,6 +32,13 @@ namespace weft {
 struct OpDef;
 struct KernelContext;
 using KernelFn = void (*)(KernelContext&);
+// How an asynchronous kernel reports that it is done: null on success (its outputs are set),
+// else the error. Called exactly once, on any thread.
+using AsyncDone = std::function<void(std::exception_ptr error)>;
+// A kernel that waits for something outside the graph (a Recv, a collective) without blocking a
+// thread: it returns at once and calls `done` when its outputs are ready. The context it gets,
+// with its input and output spans, stays valid until then.
+using AsyncKernelFn = void (*)(KernelContext&, AsyncDone done);
 
 enum OpFlags : uint32_t {
   kStateful = 1u << 0,        // must run even if nothing uses its outputs; never CSE'd or folded
@@ -105,10 +114,14 @@ struct OpDef {
   int kernel_dtype_input = 0;  // input whose dtype selects the kernel; -1 selects by output 0
 
   KernelFn kernels[kNumDeviceTypes][kNumDTypes] = {};
+  AsyncKernelFn async_kernels[kNumDeviceTypes][kNumDTypes] = {};
 
   bool has(OpFlags f) const { return (flags & f) != 0; }
   KernelFn kernel(DeviceType device, DType dtype) const {
     return kernels[static_cast<int>(device)][static_cast<int>(dtype)];
+  }
+  AsyncKernelFn async_kernel(DeviceType device, DType dtype) const {
+    return async_kernels[static_cast<int>(device)][static_cast<int>(dtype)];
   }
   Cost estimate_cost(const InferContext& ctx) const;
 };

@@ -201,9 +201,13 @@ Rendezvous::Received Rendezvous::recv(const RendezvousKey& key, std::chrono::mil
   return std::move(state->got);
 }
 
+RendezvousKey rendezvous_key_of_checked_attrs(const Attrs& a, int64_t step_id) {
+  return {a.get<std::string>("send_device"), static_cast<uint64_t>(a.get<int64_t>("send_device_incarnation")),
+          a.get<std::string>("recv_device"), a.get<std::string>("tensor_name"), step_id};
+}
+
 RendezvousKey rendezvous_key_of(const Attrs& a, int64_t step_id) {
-  RendezvousKey k{a.get<std::string>("send_device"), static_cast<uint64_t>(a.get<int64_t>("send_device_incarnation")),
-                  a.get<std::string>("recv_device"), a.get<std::string>("tensor_name"), step_id};
+  RendezvousKey k = rendezvous_key_of_checked_attrs(a, step_id);
   k.validate();
   return k;
 }

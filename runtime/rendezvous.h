@@ -56,6 +56,9 @@ inline constexpr size_t kMaxEdgeName = 4096;
 // (the uint64 bit-cast to int64), recv_device and tensor_name; the step id comes at run time.
 // Validated: InvalidArgument naming what is wrong.
 RendezvousKey rendezvous_key_of(const Attrs& transfer_attrs, int64_t step_id);
+// The same without validation, for the Send and Recv kernels: their infer functions validated
+// the attributes when the node was made (or loaded), and a kernel runs once per step.
+RendezvousKey rendezvous_key_of_checked_attrs(const Attrs& transfer_attrs, int64_t step_id);
 
 // Not noexcept on purpose: libstdc++'s hash tables then keep each element's hash, so erasing or
 // rehashing does not hash the key again.

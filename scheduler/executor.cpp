@@ -1,86 +1,23 @@
 #include "scheduler/executor.h"
 
-#include <atomic>
-#include <condition_variable>
-#include <exception>
 #include <optional>
 
+#include "runtime/device.h"
+#include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
 
 namespace weft {
 
-struct Executor::Step {
-  const Node* node = nullptr;
-  KernelFn fn = nullptr;
-  DType kernel_dtype = DType::Float32;
-  std::vector<int32_t> inputs;  // value ids, one per input slot
-  int32_t first_output = 0;     // value ids first_output .. first_output + num_outputs - 1
-  int32_t num_outputs = 0;
-  bool static_shapes = true;    // every output shape known: no inference at run time
-  int32_t reuse_input = -1;     // input slot whose buffer output 0 may take over
-  std::vector<int32_t> successors;  // plan indices, one entry per edge (data or control)
-  int32_t pending = 0;              // edges into this step from planned steps
-};
-
-class Executor::Context final : public RunContext {
- public:
-  explicit Context(const Executor& exec) : exec_(exec) {}
-  VariableState& variable(std::string_view name) override {
-    const auto& vars = exec_.graph_->variables;
-    auto it = vars.find(name);
-    if (it == vars.end()) throw NotFound("[executor] the graph has no variable named '" + std::string(name) + "'");
-    return *it->second;
-  }
-  std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args) override {
-    return exec_.body_executor(body).run(args);
-  }
-
- private:
-  const Executor& exec_;
-};
-
-struct Executor::RunState {
-  explicit RunState(const Executor& exec)
-      : values(static_cast<size_t>(exec.num_values_)),
-        readers(new std::atomic<int32_t>[static_cast<size_t>(exec.num_values_)]),
-        pending(new std::atomic<int32_t>[exec.plan_.size()]),
-        ctx(exec) {}
-  // Relaxed stores are plain moves; a parallel run hands its work to the pool through a mutex,
-  // which orders them before any worker's reads.
-  void reset(const Executor& exec) {
-    for (int32_t v = 0; v < exec.num_values_; ++v)
-      readers[v].store(exec.value_readers_[static_cast<size_t>(v)], std::memory_order_relaxed);
-    for (size_t s = 0; s < exec.plan_.size(); ++s) pending[s].store(exec.plan_[s].pending, std::memory_order_relaxed);
-    failed.store(false, std::memory_order_relaxed);
-    error = nullptr;
-    outstanding = 0;
-  }
-  // Drops the run's hold on value v: a fed value is only borrowed from the caller's span.
-  void release(const Executor& exec, int32_t v) {
-    Tensor& t = values[static_cast<size_t>(v)];
-    if (v < exec.num_feeds_) t.forget_borrowed();
-    else t = Tensor();
-  }
-  std::vector<Tensor> values;
-  std::vector<Tensor> scratch;  // a step's inputs and outputs (sequential runs)
-  std::unique_ptr<std::atomic<int32_t>[]> readers;  // reads left before the value is released
-  std::unique_ptr<std::atomic<int32_t>[]> pending;
-  Context ctx;
-  // Parallel runs only.
-  std::mutex mu;
-  std::condition_variable done;
-  int outstanding = 0;
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-};
-
 namespace {
 
-DType choose_kernel_dtype(const Node& n, const GraphIR& g) {
-  const OpDef& op = *n.op;
-  if (op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(n.inputs.size()))
-    return g.meta(n.inputs[static_cast<size_t>(op.kernel_dtype_input)]).dtype;
-  return n.outputs.empty() ? DType::Float32 : n.outputs[0].dtype;
+// The device a node runs on: its assigned one, else cpu:0 (graphs that were never placed).
+Device* device_of(const Node& n) {
+  if (n.assigned_device.empty()) return cpu_device();
+  Device* d = find_device(n.assigned_device);
+  if (!d)
+    throw InvalidArgument("[executor] " + n.describe() + " is assigned to device '" + n.assigned_device +
+                          "', which this process does not have");
+  return d;
 }
 
 bool exclusively_owned(const Tensor& t, int32_t extra_handles) {
@@ -102,7 +39,9 @@ bool count_last_read(std::atomic<int32_t>& readers) {
   }
 }
 
-[[noreturn]] void rethrow_for(const Node& n) {
+}  // namespace
+
+[[noreturn]] void rethrow_for_node(const Node& n) {
   try {
     throw;
   } catch (const Error& e) {
@@ -113,8 +52,6 @@ bool count_last_read(std::atomic<int32_t>& readers) {
     throw Internal(std::string(e.what()) + " [" + n.describe() + "]");
   }
 }
-
-}  // namespace
 
 Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Parallelism parallelism)
     : graph_(std::move(graph)), spec_(std::move(spec)) {
@@ -145,11 +82,11 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
                             n.outputs[0].shape.to_string() + ") must be fed: the fetched values depend on it");
     Step s;
     s.node = &n;
-    s.kernel_dtype = choose_kernel_dtype(n, g);
-    s.fn = n.op->kernel(DeviceType::CPU, s.kernel_dtype);
-    if (!s.fn && !n.op->has(kForwardsInput))
-      throw InvalidArgument("[" + n.op->display + "] has no CPU kernel for dtype " +
-                            std::string(dtype_name(s.kernel_dtype)) + " [" + n.describe() + "]");
+    s.device = device_of(n);
+    const KernelRef kernel = kernel_for(*n.op, s.device->type(), kernel_dtype(g, n), n.describe());
+    s.fn = kernel.sync;
+    s.async = kernel.async;
+    if (s.async) s.async_slot = num_async_++;
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
     num_values_ += s.num_outputs;
@@ -240,24 +177,30 @@ const Executor& Executor::body_executor(const GraphIR& body) const {
   return *slot;
 }
 
+bool feed_matches(const TensorMeta& m, const Tensor& value) {
+  if (!value.defined() || value.is_symbolic() || value.dtype() != m.dtype || value.rank() != m.shape.rank()) return false;
+  for (int64_t d = 0; d < m.shape.rank(); ++d)
+    if (m.shape[d] >= 0 && m.shape[d] != value.shape()[d]) return false;
+  return true;
+}
+
+void throw_bad_feed(const std::string& name, const TensorMeta& m, const Tensor& value) {
+  if (!value.defined()) throw InvalidArgument("[feed] '" + name + "' is fed an empty Tensor handle");
+  if (value.is_symbolic()) throw InvalidArgument("[feed] '" + name + "' is fed a symbolic tensor");
+  throw InvalidArgument("[feed] '" + name + "' expects " + std::string(dtype_name(m.dtype)) + m.shape.to_string() +
+                        ", got " + std::string(dtype_name(value.dtype())) + value.shape().to_string());
+}
+
 void Executor::check_feed(size_t i, const Tensor& value) const {
   const Endpoint& e = spec_.feeds[i];
   const TensorMeta& m = graph_->meta(e);
   // The name is only built when something is wrong: this runs on every call.
-  if (!value.defined()) throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' is fed an empty Tensor handle");
-  if (value.is_symbolic()) throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' is fed a symbolic tensor");
-  bool compatible = value.dtype() == m.dtype && value.rank() == m.shape.rank();
-  for (int64_t d = 0; compatible && d < m.shape.rank(); ++d) compatible = m.shape[d] < 0 || m.shape[d] == value.shape()[d];
-  if (!compatible)
-    throw InvalidArgument("[feed] '" + graph_->endpoint_name(e) + "' expects " + std::string(dtype_name(m.dtype)) +
-                          m.shape.to_string() + ", got " + std::string(dtype_name(value.dtype())) +
-                          value.shape().to_string());
+  if (!feed_matches(m, value)) throw_bad_feed(graph_->endpoint_name(e), m, value);
 }
 
 template <bool kConcurrent>
 void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratch) const {
   const Node& n = *s.node;
-  const OpDef& op = *n.op;
   const size_t ni = s.inputs.size();
   const size_t no = static_cast<size_t>(s.num_outputs);
   scratch.resize(ni + no);  // every slot is empty between steps
@@ -278,90 +221,49 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
     // The kernel reads its inputs through borrowed handles: the value table holds them until
     // this step's reads are counted below.
     for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
-    Device* dev = cpu_device();
-    if (!op.has(kSetsOutputs)) {
-      std::optional<InferContext> ic;
-      if (!s.static_shapes) {
-        ic.emplace(op, std::span<const Tensor>(ins.data(), ni), n.attrs);
-        op.infer(*ic);
-      }
-      for (size_t i = 0; i < no; ++i) {
-        const TensorMeta& m = ic ? ic->output(static_cast<int>(i)) : n.outputs[i];
-        if (i == 0 && op.has(kForwardsInput)) outs[0] = ins[0].view(m.shape);
-        else if (i == 0 && reuse) outs[0] = ins[static_cast<size_t>(s.reuse_input)];
-        else outs[i] = Tensor::empty(m.dtype, m.shape, dev);
-      }
-    }
-    if (s.fn) {
-      KernelContext kc{op, std::span<const Tensor>(ins.data(), ni), outs, n.attrs, *dev, &st.ctx};
-      s.fn(kc);
+    const OpDef& op = *n.op;
+    const std::span<const Tensor> cins(ins.data(), ni);
+    if (s.static_shapes) {
+      run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
+                 &st.ctx, reuse ? s.reuse_input : -1);
+    } else {
+      InferContext ic(op, cins, n.attrs);
+      if (!op.has(kSetsOutputs)) op.infer(ic);
+      run_kernel(op, s.fn, *s.device, n.attrs, cins, outs,
+                 [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, &st.ctx,
+                 reuse ? s.reuse_input : -1);
     }
   } catch (...) {
     clear_scratch();
-    rethrow_for(n);
+    rethrow_for_node(n);
   }
-  for (size_t i = 0; i < no; ++i) {
+  commit_step<kConcurrent>(s, st, ins, outs);
+}
+
+template <bool kConcurrent>
+void Executor::commit_step(const Step& s, RunState& st, std::span<Tensor> ins, std::span<Tensor> outs) const {
+  for (size_t i = 0; i < outs.size(); ++i) {
     const int32_t v = s.first_output + static_cast<int32_t>(i);
     if (!outs[i].defined()) {
-      clear_scratch();
-      throw Internal("[executor] " + n.describe() + " produced no output " + std::to_string(i));
+      for (Tensor& t : ins) t.forget_borrowed();
+      for (Tensor& t : outs) t = Tensor();
+      throw Internal("[executor] " + s.node->describe() + " produced no output " + std::to_string(i));
     }
     if (value_readers_[static_cast<size_t>(v)] > 0) st.values[static_cast<size_t>(v)] = std::move(outs[i]);
     else outs[i] = Tensor();
   }
-  for (size_t i = 0; i < ni; ++i) {
+  for (size_t i = 0; i < ins.size(); ++i) {
     ins[i].forget_borrowed();
     const int32_t v = s.inputs[i];
     if (count_last_read<kConcurrent>(st.readers[v])) st.release(*this, v);
   }
 }
 
+template void Executor::run_step<true>(const Step&, RunState&, std::vector<Tensor>&) const;
+template void Executor::commit_step<true>(const Step&, RunState&, std::span<Tensor>, std::span<Tensor>) const;
+
 void Executor::run_sequential(RunState& st) const {
   for (const Step& s : plan_) run_step<false>(s, st, st.scratch);
-}
-
-void Executor::run_parallel(RunState& st) const {
-  // A worker runs one ready step, keeps one newly ready successor for itself and hands the rest
-  // to the pool; `outstanding` counts workers, so the run is over when it drops to zero.
-  std::function<void(int32_t)> work = [&](int32_t index) {
-    std::vector<Tensor> scratch;
-    std::vector<int32_t> ready;
-    while (index >= 0 && !st.failed.load(std::memory_order_relaxed)) {
-      const Step& s = plan_[static_cast<size_t>(index)];
-      try {
-        run_step<true>(s, st, scratch);
-      } catch (...) {
-        std::lock_guard lock(st.mu);
-        if (!st.error) st.error = std::current_exception();
-        st.failed = true;
-        break;
-      }
-      ready.clear();
-      for (int32_t succ : s.successors)
-        if (st.pending[succ].fetch_sub(1, std::memory_order_acq_rel) == 1) ready.push_back(succ);
-      index = ready.empty() ? -1 : ready[0];
-      if (ready.size() > 1) {
-        {
-          std::lock_guard lock(st.mu);
-          st.outstanding += static_cast<int>(ready.size() - 1);
-        }
-        for (size_t k = 1; k < ready.size(); ++k) inter_op_pool().submit([&work, r = ready[k]] { work(r); });
-      }
-    }
-    std::lock_guard lock(st.mu);
-    if (--st.outstanding == 0) st.done.notify_all();
-  };
-  {
-    std::lock_guard lock(st.mu);
-    st.outstanding = static_cast<int>(initial_ready_.size());
-  }
-  if (initial_ready_.empty()) return;
-  for (size_t k = 1; k < initial_ready_.size(); ++k)
-    inter_op_pool().submit([&work, r = initial_ready_[k]] { work(r); });
-  work(initial_ready_[0]);
-  std::unique_lock lock(st.mu);
-  st.done.wait(lock, [&] { return st.outstanding == 0; });
-  if (st.error) std::rethrow_exception(st.error);
 }
 
 void Executor::check_feed_count(size_t count) const {
@@ -376,34 +278,57 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> feeds) const {
   return run_checked_feeds(feeds);
 }
 
-std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) const {
-  check_feed_count(feeds.size());
+std::unique_ptr<Executor::RunState> Executor::take_run_state(std::span<const Tensor> feeds,
+                                                              const StepOptions& options) const {
   // One run state is kept for reuse, so that a call of a small graph allocates almost nothing;
   // a concurrent run finding it taken makes its own.
   std::unique_ptr<RunState> st(spare_.exchange(nullptr, std::memory_order_acquire));
   if (!st) st = std::make_unique<RunState>(*this);
   st->reset(*this);
-  struct GiveBack {
-    const Executor* exec;
-    std::unique_ptr<RunState>& st;
-    ~GiveBack() {
-      for (int32_t v = 0; v < exec->num_values_; ++v) st->release(*exec, v);
-      RunState* expected = nullptr;
-      if (exec->spare_.compare_exchange_strong(expected, st.get(), std::memory_order_release)) st.release();
-    }
-  } give_back{this, st};
+  st->ctx.set_step(options);
   // The caller's span outlives the run: its tensors are borrowed, not counted.
   for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = Tensor::borrowed(feeds[i]);
-  if (parallel_ && !InterOpPool::in_pool_thread()) run_parallel(*st);
-  else run_sequential(*st);
+  return st;
+}
+
+void Executor::give_back(std::unique_ptr<RunState> st) const {
+  for (int32_t v = 0; v < num_values_; ++v) st->release(*this, v);
+  for (RunState::AsyncSlot& slot : st->async) {
+    for (Tensor& t : slot.io) t = Tensor();
+    slot.kc.reset();
+  }
+  RunState* expected = nullptr;
+  if (spare_.compare_exchange_strong(expected, st.get(), std::memory_order_release)) (void)st.release();
+}
+
+std::vector<Tensor> Executor::collect_fetches(RunState& st) const {
   // Every step is done: the counts are this thread's alone. A value's last fetch moves it out.
   std::vector<Tensor> out;
   out.reserve(fetch_values_.size());
   for (int32_t v : fetch_values_) {
-    Tensor& value = st->values[static_cast<size_t>(v)];
-    if (count_last_read<false>(st->readers[v]) && v >= num_feeds_) out.push_back(std::move(value));
+    Tensor& value = st.values[static_cast<size_t>(v)];
+    if (count_last_read<false>(st.readers[v]) && v >= num_feeds_) out.push_back(std::move(value));
     else out.push_back(value);
   }
+  return out;
+}
+
+std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) const {
+  check_feed_count(feeds.size());
+  // A chain of synchronous kernels runs in plan order on this thread: the cheapest way there is.
+  if (num_async_ == 0 && (!parallel_ || InterOpPool::in_pool_thread())) {
+    std::unique_ptr<RunState> st = take_run_state(feeds, {});
+    struct GiveBack {
+      const Executor* exec;
+      std::unique_ptr<RunState>& st;
+      ~GiveBack() { exec->give_back(std::move(st)); }
+    } give_back{this, st};
+    run_sequential(*st);
+    return collect_fetches(*st);
+  }
+  std::vector<Tensor> out;
+  const Part part{this, feeds, &out};
+  run_together(std::span<const Part>(&part, 1), {});
   return out;
 }
 

@@ -8,10 +8,16 @@
 //   Executor exec(graph, {.feeds = {{x_id, 0}}, .fetches = {{y_id, 0}}, .targets = {train_id}});
 //   std::vector<Tensor> out = exec.run({batch});        // one tensor per fetch
 //
-// Independent nodes run in parallel on the inter-op pool when the graph has enough independent
-// work to pay for the hand-off; chains run on the calling thread. A kernel error aborts the run
-// and is raised with the node's name and the user's source line. run() may be called from several
-// threads at once.
+// Each node runs on its assigned device (cpu:0 when it has none), with that device's kernel, its
+// outputs allocated there. Independent nodes run in parallel on the inter-op pool when the graph
+// has enough independent work to pay for the hand-off; chains run on the calling thread. A kernel
+// error aborts the run and is raised with the node's name and the user's source line. run() may
+// be called from several threads at once.
+//
+// The partitions of one graph (scheduler/passes/partition.h) run together as one step with
+// run_together: their Send and Recv nodes meet in a rendezvous. An asynchronous kernel (Recv)
+// completes through a callback, so no thread ever blocks waiting for another partition; the
+// first error anywhere cancels the step everywhere.
 #pragma once
 
 #include <atomic>
@@ -26,11 +32,26 @@
 
 namespace weft {
 
+class CancellationManager;
+class Rendezvous;
+
+// What the executors running one step share.
+struct StepOptions {
+  int64_t step_id = 0;                         // part of every rendezvous key of the step
+  Rendezvous* rendezvous = nullptr;            // where Send and Recv meet; null: the step has none
+  CancellationManager* cancellation = nullptr; // null: run_together makes one for the step
+};
+
 struct ExecutorSpec {
   std::vector<Endpoint> feeds;    // values supplied by each run, in run()'s argument order
   std::vector<Endpoint> fetches;  // values returned by run(), in this order
   std::vector<int32_t> targets;   // nodes that must run though nothing fetched needs them
 };
+
+// Whether a fed value fits the dtype and (partial) shape of what it feeds; checked on every run.
+bool feed_matches(const TensorMeta& meta, const Tensor& value);
+// InvalidArgument naming the fed tensor and saying what is wrong with `value`.
+[[noreturn]] void throw_bad_feed(const std::string& name, const TensorMeta& meta, const Tensor& value);
 
 enum class Parallelism { kAuto, kSequential, kParallel };
 
@@ -47,6 +68,17 @@ class Executor {
   // has just checked the same thing (weft::function matches every call against its signature).
   std::vector<Tensor> run_checked_feeds(std::span<const Tensor> feeds) const;
 
+  // One executor's part in a step run by run_together.
+  struct Part {
+    const Executor* executor;
+    std::span<const Tensor> feeds;  // checked by the caller, as for run_checked_feeds
+    std::vector<Tensor>* fetches;   // filled with the executor's fetches
+  };
+  // Runs every part as one step: the calling thread and the inter-op pool run the ready nodes of
+  // all of them; a Recv waiting for its tensor holds no thread. The first error cancels the
+  // step (the rendezvous aborts its transfers) and is rethrown once every part has stopped.
+  static void run_together(std::span<const Part> parts, const StepOptions& options);
+
   const GraphIR& graph() const { return *graph_; }
   // How many nodes a run executes (after cutting at the feeds).
   int num_planned_nodes() const;
@@ -56,12 +88,20 @@ class Executor {
   struct Step;
   struct RunState;
   class Context;
+  class Frame;
   friend class Context;
+  friend class Frame;
 
   template <bool kConcurrent>
   void run_step(const Step& step, RunState& state, std::vector<Tensor>& scratch) const;
+  // Stores a finished step's outputs and counts its reads of its inputs.
+  template <bool kConcurrent>
+  void commit_step(const Step& step, RunState& state, std::span<Tensor> ins, std::span<Tensor> outs) const;
   void run_sequential(RunState& state) const;
-  void run_parallel(RunState& state) const;
+  // A run state for one run, the spare one when free.
+  std::unique_ptr<RunState> take_run_state(std::span<const Tensor> feeds, const StepOptions& options) const;
+  void give_back(std::unique_ptr<RunState> state) const;
+  std::vector<Tensor> collect_fetches(RunState& state) const;
   void check_feed(size_t i, const Tensor& value) const;
   void check_feed_count(size_t count) const;
   const Executor& body_executor(const GraphIR& body) const;
@@ -75,6 +115,7 @@ class Executor {
   int32_t num_values_ = 0;
   int32_t num_feeds_ = 0;                  // value ids 0 .. num_feeds_ - 1 are the feeds
   bool parallel_ = false;
+  int32_t num_async_ = 0;                  // asynchronous steps (Recv), each with its slot
   mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;
   mutable std::map<const GraphIR*, std::unique_ptr<Executor>> bodies_;  // control-flow subgraphs

@@ -13,14 +13,21 @@
 // send still runs it; Recv sets its output itself (the buffer arrives from the producer).
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
+#include "runtime/rendezvous.h"
 
 namespace weft::defs {
 
 namespace {
 
+// The whole key is checked here, once per node, so the kernels build it without checking.
 void check_key(InferContext& ctx) {
   for (const char* attr : {"send_device", "recv_device", "tensor_name"})
     if (ctx.attrs().get<std::string>(attr).empty()) ctx.fail("attribute '" + std::string(attr) + "' is empty");
+  try {
+    (void)rendezvous_key_of(ctx.attrs(), 0);
+  } catch (const Error& e) {
+    ctx.fail(e.what());
+  }
 }
 
 void infer_send(InferContext& ctx) {

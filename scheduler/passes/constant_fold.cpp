@@ -48,11 +48,11 @@ std::optional<std::vector<Tensor>> evaluate(const Known& values, const Node& n) 
   std::vector<Tensor> inputs;
   inputs.reserve(n.inputs.size());
   for (const Endpoint& e : n.inputs) inputs.push_back((*known(values, e.node))[static_cast<size_t>(e.index)]);
-  const DType kernel_dtype = op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(inputs.size())
-                                 ? inputs[static_cast<size_t>(op.kernel_dtype_input)].dtype()
-                                 : n.outputs[0].dtype;
-  KernelFn fn = op.kernel(DeviceType::CPU, kernel_dtype);
-  if (!fn && !op.has(kForwardsInput)) return std::nullopt;
+  const DType kernel_dtype = kernel_dtype_of(
+      op, static_cast<int>(inputs.size()), [&](int i) { return inputs[static_cast<size_t>(i)].dtype(); },
+      n.outputs[0].dtype);
+  const KernelRef kernel = find_kernels(op, DeviceType::CPU, kernel_dtype);
+  if (kernel.async || (!kernel.sync && !op.has(kForwardsInput))) return std::nullopt;
   // A constant placed on a GPU would need a copy to the host first; such graphs are rare enough
   // that folding them is not worth the transfer here.
   for (const Tensor& t : inputs)
@@ -64,19 +64,9 @@ std::optional<std::vector<Tensor>> evaluate(const Known& values, const Node& n) 
     InferContext ic(op, inputs, n.attrs);
     op.infer(ic);
     if (ic.num_outputs() != static_cast<int>(outputs.size())) return std::nullopt;
-    Device* dev = cpu_device();
-    if (!op.has(kSetsOutputs)) {
-      for (int i = 0; i < ic.num_outputs(); ++i) {
-        const TensorMeta& m = ic.output(i);
-        if (i == 0 && op.has(kForwardsInput)) outputs[0] = inputs[0].view(m.shape);
-        else outputs[static_cast<size_t>(i)] = Tensor::empty(m.dtype, m.shape, dev);
-      }
-    }
-    if (fn) {
-      // No RunContext: an op that needs one (a subgraph call) fails here and is left unfolded.
-      KernelContext kc{op, inputs, outputs, n.attrs, *dev, nullptr};
-      fn(kc);
-    }
+    // No RunContext: an op that needs one (a subgraph call) fails here and is left unfolded.
+    run_kernel(op, kernel.sync, *cpu_device(), n.attrs, inputs, outputs,
+               [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); });
   } catch (...) {
     return std::nullopt;
   }

@@ -19,14 +19,6 @@ namespace {
 using DeviceMask = uint64_t;
 constexpr int kMaxDevices = 64;
 
-// The dtype that selects the node's kernel, as the executor chooses it.
-DType kernel_dtype(const GraphIR& g, const Node& n) {
-  const OpDef& op = *n.op;
-  if (op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(n.inputs.size()))
-    return g.meta(n.inputs[static_cast<size_t>(op.kernel_dtype_input)]).dtype;
-  return n.outputs.empty() ? DType::Float32 : n.outputs[0].dtype;
-}
-
 // Device types that can run the node: a Placeholder is fed, not run, and a view op's kernel is
 // optional, so both run anywhere.
 uint32_t kernel_types(const GraphIR& g, const Node& n) {
@@ -34,7 +26,7 @@ uint32_t kernel_types(const GraphIR& g, const Node& n) {
   const DType dt = kernel_dtype(g, n);
   uint32_t mask = 0;
   for (int t = 0; t < kNumDeviceTypes; ++t)
-    if (find_kernel(*n.op, static_cast<DeviceType>(t), dt)) mask |= 1u << t;
+    if (has_kernel(*n.op, static_cast<DeviceType>(t), dt)) mask |= 1u << t;
   return mask;
 }
 
@@ -254,10 +246,17 @@ void Placer::check_kernels_and_requests() {
         if (other == id || group_[at(other)] != root || g_.node(other).requested_device.empty()) continue;
         if (compatible(parsed[at(other)], parsed[at(id)])) continue;
         const Node& o = g_.node(other);
-        throw InvalidArgument("[place] colocated nodes request different devices: " + o.describe() + " requests '" +
-                              o.requested_device + "' and " + n.describe() + " requests '" + n.requested_device +
-                              "'; they must share a device (a variable with the ops that read or update it)");
+        if (!options_.allow_soft_placement)
+          throw InvalidArgument("[place] colocated nodes request different devices: " + o.describe() + " requests '" +
+                                o.requested_device + "' and " + n.describe() + " requests '" + n.requested_device +
+                                "'; they must share a device (a variable with the ops that read or update it)");
+        // Soft placement: the group keeps its first request (the variable's first reader, as
+        // TensorFlow keeps a resource's ops with the resource) and says so.
+        soft_.emplace_back(id, "but must share a device with " + o.describe() + ", which requests '" +
+                                   o.requested_device + "' (they use the same variable)");
+        break;
       }
+      continue;
     }
     merge_into(merged, parsed[at(id)]);
     if (requester_[at(root)] < 0) requester_[at(root)] = id;

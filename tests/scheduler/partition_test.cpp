@@ -255,6 +255,7 @@ std::vector<Tensor> run_partitions(const PartitionResult& p, std::span<const Ten
       std::vector<std::string> sent;
       for (int32_t id : g->node_ids()) {
         Node& n = g->node(id);
+        n.assigned_device.clear();  // this process has one CPU: the partitions take turns on it
         if (n.type() == "Recv") {
           auto it = mailbox.find(rendezvous_key_of(n.attrs, 0).to_string());
           if (it == mailbox.end()) {

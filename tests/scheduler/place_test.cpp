@@ -216,18 +216,30 @@ TEST_F(Place, AVariableStaysWithEveryOpThatReadsOrUpdatesIt) {
   for (int32_t id : {v.read, v.assign, v.for_update, v.apply}) EXPECT_EQ(v.g.node(id).assigned_device, kCpu2) << v.g.node(id).name;
 }
 
-TEST_F(Place, ConflictingRequestsInsideAColocationGroupNameBothNodes) {
+TEST_F(Place, ConflictingRequestsInsideAColocationGroupFollowTheFirstWithANotice) {
   VariableGraph v = variable_graph();
   v.g.node(v.read).requested_device = "/cpu:1";
   v.g.node(v.apply).requested_device = "/cpu:2";
-  const std::string msg = error_of([&] { place(v.g, cpus(4)); });
+  const PlacementResult r = place(v.g, cpus(4));
+  for (int32_t id : {v.read, v.assign, v.for_update, v.apply}) EXPECT_EQ(v.g.node(id).assigned_device, kCpu1) << v.g.node(id).name;
+  ASSERT_EQ(r.notices.size(), 1u);
+  EXPECT_TRUE(contains(r.notices[0], "node 'apply'")) << r.notices[0];
+  EXPECT_TRUE(contains(r.notices[0], "must share a device with node 'read'")) << r.notices[0];
+  EXPECT_TRUE(contains(r.notices[0], "placed on " + kCpu1)) << r.notices[0];
+}
+
+TEST_F(Place, ConflictingRequestsInsideAColocationGroupNameBothNodesWithoutSoftPlacement) {
+  VariableGraph v = variable_graph();
+  v.g.node(v.read).requested_device = "/cpu:1";
+  v.g.node(v.apply).requested_device = "/cpu:2";
+  const std::string msg = error_of([&] { place(v.g, cpus(4), {.allow_soft_placement = false}); });
   EXPECT_TRUE(contains(msg, "node 'read'")) << msg;
   EXPECT_TRUE(contains(msg, "'/cpu:1'")) << msg;
   EXPECT_TRUE(contains(msg, "node 'apply'")) << msg;
   EXPECT_TRUE(contains(msg, "'/cpu:2'")) << msg;
   // Requests that agree (one more precise than the other) are no conflict.
   v.g.node(v.apply).requested_device = "/device:CPU:*";
-  place(v.g, cpus(4));
+  place(v.g, cpus(4), {.allow_soft_placement = false});
   EXPECT_EQ(v.g.node(v.apply).assigned_device, kCpu1);
 }
 

@@ -1,0 +1,251 @@
+// Runs driven by a ready queue: a parallel executor, an executor with asynchronous kernels, and
+// the partitions of one graph run together as one step (Executor::run_together).
+//
+// A Frame holds one step's queue of ready nodes, over every part. The calling thread drains it;
+// when there is more than one thing to do, helpers on the inter-op pool drain it too. A helper
+// never waits: it leaves when the queue is empty, so no pool thread is ever held by a step that
+// waits for another partition or process. Only the calling thread sleeps, on the frame's
+// condition variable, while nothing is ready and asynchronous kernels are in flight.
+//
+// `outstanding_` counts tokens: one per queued node, per node being run and per asynchronous
+// kernel in flight. A worker that finishes a node keeps its token for one ready successor (so a
+// chain runs on one thread without touching the queue) and queues the others with a token each;
+// an asynchronous kernel takes its node's token and gives it back from its callback. The step is
+// over when no token is left and no helper is still inside the frame.
+#include <algorithm>
+#include <thread>
+
+#include "runtime/rendezvous.h"
+#include "scheduler/executor_state.h"
+#include "scheduler/inter_op_pool.h"
+
+namespace weft {
+
+class Executor::Frame {
+ public:
+  Frame(std::span<const Part> parts, const StepOptions& step) : parts_(parts), step_(step) {
+    states_.reserve(parts.size());
+    bool parallel = parts.size() > 1;
+    for (const Part& p : parts) {
+      states_.push_back(p.executor->take_run_state(p.feeds, step));
+      parallel |= p.executor->parallel_;
+    }
+    // From inside a pool thread, helpers could find no free thread; the caller drains alone.
+    allow_helpers_ = parallel && !InterOpPool::in_pool_thread();
+    max_helpers_ = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+
+  ~Frame() {
+    for (size_t i = 0; i < parts_.size(); ++i) parts_[i].executor->give_back(std::move(states_[i]));
+  }
+
+  void run() {
+    CancellationManager& cm = *step_.cancellation;
+    // A cancellation from outside (another task's error, an abort) stops this step too.
+    const CancellationToken token = cm.register_callback([this](const std::exception_ptr& e) { on_cancel(e); });
+    std::vector<Item> initial;
+    for (size_t p = 0; p < parts_.size(); ++p)
+      for (int32_t index : parts_[p].executor->initial_ready_) initial.push_back({p, index});
+    push(initial);
+    drive(/*is_caller=*/true);
+    if (token != kNoCancellationToken) cm.deregister_callback(token);
+    if (error_) std::rethrow_exception(error_);
+    for (size_t p = 0; p < parts_.size(); ++p) *parts_[p].fetches = parts_[p].executor->collect_fetches(*states_[p]);
+  }
+
+ private:
+  struct Item {
+    size_t part;
+    int32_t index;  // into the part's executor's plan
+  };
+
+  const Step& step_of(const Item& item) const {
+    return parts_[item.part].executor->plan_[static_cast<size_t>(item.index)];
+  }
+
+  // Runs ready nodes until the queue is empty; the caller then waits for the rest of the step.
+  void drive(bool is_caller) {
+    std::vector<Tensor> scratch;
+    std::vector<Item> ready;
+    std::unique_lock lock(mu_);
+    for (;;) {
+      if (!ready_.empty()) {
+        const Item item = ready_.back();  // last in, first out: the freshest values are in cache
+        ready_.pop_back();
+        lock.unlock();
+        work(item, scratch, ready);
+        lock.lock();
+        continue;
+      }
+      if (!is_caller) {
+        --helpers_;
+        if (outstanding_ == 0 && helpers_ == 0) done_.notify_all();
+        return;
+      }
+      if (outstanding_ == 0 && helpers_ == 0) return;
+      done_.wait(lock);
+    }
+  }
+
+  // Runs `item` and then, on the same token, one successor it made ready, and so on.
+  void work(Item item, std::vector<Tensor>& scratch, std::vector<Item>& ready) {
+    for (;;) {
+      if (failed_.load(std::memory_order_acquire)) return drop_token();
+      const Step& s = step_of(item);
+      if (s.async) return start_async(item);
+      const Executor& exec = *parts_[item.part].executor;
+      try {
+        exec.run_step<true>(s, *states_[item.part], scratch);
+      } catch (...) {
+        fail(std::current_exception());
+        return drop_token();
+      }
+      ready.clear();
+      collect_ready(item.part, s, ready);
+      if (ready.empty()) return drop_token();
+      item = ready[0];
+      push(std::span<const Item>(ready).subspan(1));
+    }
+  }
+
+  void collect_ready(size_t part, const Step& s, std::vector<Item>& out) {
+    RunState& st = *states_[part];
+    for (int32_t succ : s.successors)
+      if (st.pending[succ].fetch_sub(1, std::memory_order_acq_rel) == 1) out.push_back({part, succ});
+  }
+
+  // Queues nodes with a token each, and calls in a helper when there is one to spare.
+  void push(std::span<const Item> items) {
+    if (items.empty()) return;
+    bool spawn = false;
+    {
+      std::lock_guard lock(mu_);
+      ready_.insert(ready_.end(), items.begin(), items.end());
+      outstanding_ += static_cast<int>(items.size());
+      if (allow_helpers_ && helpers_ < max_helpers_ && ready_.size() > 1) {
+        ++helpers_;
+        spawn = true;
+      }
+      done_.notify_one();
+    }
+    if (spawn) inter_op_pool().submit([this] { drive(/*is_caller=*/false); });
+  }
+
+  void drop_token() {
+    std::lock_guard lock(mu_);
+    // Notified under the lock: the caller may destroy the frame as soon as it sees the count.
+    if (--outstanding_ == 0) done_.notify_all();
+  }
+
+  // Starts an asynchronous kernel; its node's token now belongs to the callback.
+  void start_async(const Item& item) {
+    const Step& s = step_of(item);
+    RunState& st = *states_[item.part];
+    RunState::AsyncSlot& slot = st.async[static_cast<size_t>(s.async_slot)];
+    const Node& n = *s.node;
+    const size_t ni = s.inputs.size();
+    slot.io.assign(ni + static_cast<size_t>(s.num_outputs), Tensor());
+    std::span<Tensor> ins(slot.io.data(), ni);
+    std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
+    try {
+      for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
+      allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
+      slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx});
+      s.async(*slot.kc, [this, item](std::exception_ptr error) { finish_async(item, std::move(error)); });
+    } catch (...) {
+      // A kernel that throws has not called back: the token is still the node's.
+      for (Tensor& t : ins) t.forget_borrowed();
+      fail_at(n, std::current_exception());
+      drop_token();
+    }
+  }
+
+  void finish_async(const Item& item, std::exception_ptr error) {
+    const Step& s = step_of(item);
+    RunState& st = *states_[item.part];
+    RunState::AsyncSlot& slot = st.async[static_cast<size_t>(s.async_slot)];
+    const Node& n = *s.node;
+    const size_t ni = s.inputs.size();
+    std::span<Tensor> ins(slot.io.data(), ni);
+    std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
+    std::vector<Item> ready;
+    try {
+      if (error) std::rethrow_exception(error);
+      // What arrived crossed a device (later a process): it must be what the graph declared.
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const TensorMeta& want = n.outputs[i];
+        const Tensor& got = outs[i];
+        bool ok = got.defined() && !got.is_symbolic() && got.dtype() == want.dtype && got.rank() == want.shape.rank();
+        for (int64_t d = 0; ok && d < got.rank(); ++d) ok = want.shape[d] < 0 || want.shape[d] == got.shape()[d];
+        if (!ok)
+          throw Internal("[executor] output " + std::to_string(i) + " should be " + std::string(dtype_name(want.dtype)) +
+                         want.shape.to_string() + ", got " +
+                         (got.defined() ? std::string(dtype_name(got.dtype())) + got.shape().to_string()
+                                        : std::string("nothing")));
+      }
+      parts_[item.part].executor->commit_step<true>(s, st, ins, outs);
+      collect_ready(item.part, s, ready);
+    } catch (...) {
+      for (Tensor& t : ins) t.forget_borrowed();
+      for (Tensor& t : outs) t = Tensor();
+      fail_at(n, std::current_exception());
+    }
+    slot.kc.reset();
+    push(ready);
+    drop_token();
+  }
+
+  void fail_at(const Node& n, std::exception_ptr error) {
+    try {
+      try {
+        std::rethrow_exception(error);
+      } catch (...) {
+        rethrow_for_node(n);
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  // The first error wins; it cancels the step everywhere (the rendezvous fails its transfers).
+  void fail(std::exception_ptr error) {
+    record(error);
+    step_.cancellation->cancel(error);
+  }
+
+  void on_cancel(const std::exception_ptr& error) {
+    record(error);
+    if (step_.rendezvous) step_.rendezvous->abort_step(step_.step_id, error);
+  }
+
+  void record(const std::exception_ptr& error) {
+    std::lock_guard lock(mu_);
+    if (!error_) error_ = error;
+    failed_.store(true, std::memory_order_release);
+  }
+
+  std::span<const Part> parts_;
+  StepOptions step_;
+  std::vector<std::unique_ptr<RunState>> states_;  // one per part
+  bool allow_helpers_ = false;
+  int max_helpers_ = 1;
+
+  std::mutex mu_;
+  std::condition_variable done_;
+  std::vector<Item> ready_;  // guarded by mu_
+  int outstanding_ = 0;      // guarded by mu_
+  int helpers_ = 0;          // guarded by mu_
+  std::exception_ptr error_;  // guarded by mu_ until the step is over
+  std::atomic<bool> failed_{false};
+};
+
+void Executor::run_together(std::span<const Part> parts, const StepOptions& options) {
+  StepOptions step = options;
+  std::optional<CancellationManager> own;
+  if (!step.cancellation) step.cancellation = &own.emplace();
+  for (const Part& p : parts) p.executor->check_feed_count(p.feeds.size());
+  Frame frame(parts, step);
+  frame.run();
+}
+
+}  // namespace weft

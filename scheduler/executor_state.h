@@ -1,0 +1,94 @@
+// The executor's plan entries and per-run state, shared by executor.cpp (planning, one step,
+// sequential runs) and executor_frame.cpp (runs driven by a ready queue: parallel, asynchronous
+// and multi-partition ones). Internal to scheduler/.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "runtime/cancellation.h"
+#include "runtime/error.h"
+#include "scheduler/executor.h"
+
+namespace weft {
+
+struct Executor::Step {
+  const Node* node = nullptr;
+  Device* device = nullptr;     // where the kernel runs and its outputs live
+  KernelFn fn = nullptr;        // synchronous kernel (null for a view op without one)
+  AsyncKernelFn async = nullptr;
+  int32_t async_slot = -1;      // index of this step's slot in RunState::async (async steps)
+  std::vector<int32_t> inputs;  // value ids, one per input slot
+  int32_t first_output = 0;     // value ids first_output .. first_output + num_outputs - 1
+  int32_t num_outputs = 0;
+  bool static_shapes = true;    // every output shape known: no inference at run time
+  int32_t reuse_input = -1;     // input slot whose buffer output 0 may take over
+  std::vector<int32_t> successors;  // plan indices, one entry per edge (data or control)
+  int32_t pending = 0;              // edges into this step from planned steps
+};
+
+class Executor::Context final : public RunContext {
+ public:
+  explicit Context(const Executor& exec) : exec_(exec) {}
+  VariableState& variable(std::string_view name) override {
+    const auto& vars = exec_.graph_->variables;
+    auto it = vars.find(name);
+    if (it == vars.end()) throw NotFound("[executor] the graph has no variable named '" + std::string(name) + "'");
+    return *it->second;
+  }
+  std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args) override {
+    return exec_.body_executor(body).run(args);
+  }
+  int64_t step_id() const override { return step_.step_id; }
+  Rendezvous* rendezvous() const override { return step_.rendezvous; }
+  CancellationManager* cancellation() const override { return step_.cancellation; }
+  void set_step(const StepOptions& step) { step_ = step; }
+
+ private:
+  const Executor& exec_;
+  StepOptions step_;
+};
+
+struct Executor::RunState {
+  explicit RunState(const Executor& exec)
+      : values(static_cast<size_t>(exec.num_values_)),
+        readers(new std::atomic<int32_t>[static_cast<size_t>(exec.num_values_)]),
+        pending(new std::atomic<int32_t>[exec.plan_.size()]),
+        async(static_cast<size_t>(exec.num_async_)),
+        ctx(exec) {}
+  // Relaxed stores are plain moves; a run driven by a ready queue hands its work over through a
+  // mutex, which orders them before any other thread's reads.
+  void reset(const Executor& exec) {
+    for (int32_t v = 0; v < exec.num_values_; ++v)
+      readers[v].store(exec.value_readers_[static_cast<size_t>(v)], std::memory_order_relaxed);
+    for (size_t s = 0; s < exec.plan_.size(); ++s) pending[s].store(exec.plan_[s].pending, std::memory_order_relaxed);
+  }
+  // Drops the run's hold on value v: a fed value is only borrowed from the caller's span.
+  void release(const Executor& exec, int32_t v) {
+    Tensor& t = values[static_cast<size_t>(v)];
+    if (v < exec.num_feeds_) t.forget_borrowed();
+    else t = Tensor();
+  }
+  // What an asynchronous kernel holds until it calls back: its inputs, outputs and context.
+  struct AsyncSlot {
+    std::vector<Tensor> io;  // inputs (borrowed), then outputs
+    std::optional<KernelContext> kc;
+  };
+
+  std::vector<Tensor> values;
+  std::vector<Tensor> scratch;  // a step's inputs and outputs (sequential runs)
+  std::unique_ptr<std::atomic<int32_t>[]> readers;  // reads left before the value is released
+  std::unique_ptr<std::atomic<int32_t>[]> pending;
+  std::vector<AsyncSlot> async;
+  Context ctx;
+};
+
+// Appends the node's name and source line to the error being handled, unless it names them.
+[[noreturn]] void rethrow_for_node(const Node& n);
+
+}  // namespace weft

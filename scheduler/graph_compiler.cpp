@@ -1,0 +1,202 @@
+#include "scheduler/graph_compiler.h"
+
+#include <iostream>
+
+#include "comm/local_rendezvous.h"
+#include "runtime/device.h"
+#include "runtime/rendezvous.h"
+#include "scheduler/passes/optimize.h"
+#include "scheduler/passes/partition.h"
+
+namespace weft {
+
+namespace {
+
+// Step ids of this process's partitioned runs: unique, so that the keys of concurrent runs of
+// any graphs never meet in the shared rendezvous.
+int64_t next_step_id() {
+  static std::atomic<int64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Step 1: every feed becomes an argument placeholder.
+std::vector<int32_t> feeds_to_args(GraphIR& g, const std::vector<Endpoint>& feeds) {
+  std::vector<int32_t> args;
+  std::vector<std::pair<Endpoint, Endpoint>> replaced;
+  for (const Endpoint& e : feeds) {
+    const Node& producer = g.node(e.node);
+    if (producer.type() == "Placeholder") {
+      args.push_back(e.node);
+      continue;
+    }
+    const TensorMeta m = g.meta(e);
+    Node& p = g.add_node(op_registry().get("Placeholder"), {}, {{"dtype", m.dtype}, {"shape", m.shape}}, {m},
+                         producer.name + "/fed_" + std::to_string(e.index), producer.loc);
+    p.requested_device = producer.requested_device;
+    args.push_back(p.id);
+    replaced.push_back({e, {p.id, 0}});
+  }
+  if (!replaced.empty()) g.replace_uses(replaced);
+  return args;
+}
+
+// Step 2: removes what neither a fetch nor a target needs (the args stay: they are run()'s
+// parameters).
+void keep_needed(GraphIR& g, const std::vector<int32_t>& targets) {
+  std::vector<int32_t> roots = targets;
+  for (const Endpoint& e : g.results) roots.push_back(e.node);
+  for (int32_t a : g.args) roots.push_back(a);
+  const std::vector<char> needed = needed_nodes(g, roots);
+  std::vector<int32_t> unneeded;
+  for (int32_t id : g.node_ids())
+    if (!needed[static_cast<size_t>(id)]) unneeded.push_back(id);
+  if (!unneeded.empty()) g.remove_nodes(unneeded);
+}
+
+// Every node but the placeholders (fed, not run; one left unfed is found through its readers).
+std::vector<int32_t> all_run_nodes(const GraphIR& g) {
+  std::vector<int32_t> out;
+  for (int32_t id : g.node_ids())
+    if (g.node(id).type() != "Placeholder") out.push_back(id);
+  return out;
+}
+
+}  // namespace
+
+std::vector<PlacementDevice> local_placement_devices() {
+  std::vector<PlacementDevice> out;
+  for (Device* d : local_devices()) {
+    PlacementDevice p{.name = d->name(), .type = d->type()};
+    if (d->type() == DeviceType::CPU) {
+      // A logical CPU has its share of the cores; AVX2 cores do ~50 GFLOP/s each on GEMM.
+      p.flops_per_second = 5e10 * std::max(1, d->cores());
+      p.bytes_per_second = 1e10 * std::max(1, d->cores());
+      p.op_overhead_seconds = 1e-6;
+    } else {
+      p.flops_per_second = 5e13;
+      p.bytes_per_second = 2e12;
+      p.op_overhead_seconds = 5e-6;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options) {
+  for (const Endpoint& e : spec.feeds) {
+    feed_names_.push_back(g.endpoint_name(e));  // throws for an endpoint that does not exist
+    feed_metas_.push_back(g.meta(e));
+  }
+  for (const Endpoint& e : spec.fetches) (void)g.meta(e);
+  for (int32_t t : spec.targets)
+    if (!g.alive(t)) throw InvalidArgument("[" + options.name + "] target node id " + std::to_string(t) + " is not in the graph");
+
+  g.args = feeds_to_args(g, spec.feeds);
+  g.results = spec.fetches;
+  std::vector<int32_t> targets = spec.targets;
+  keep_needed(g, targets);
+  if (options.optimize) {
+    optimize(g, {}, targets);
+    std::erase_if(targets, [&](int32_t t) { return !g.alive(t); });
+  }
+
+  const std::vector<PlacementDevice> devices =
+      options.devices.empty() ? local_placement_devices() : std::move(options.devices);
+  const PlacementResult placed = place(g, devices, {.allow_soft_placement = options.allow_soft_placement});
+  for (const std::string& notice : placed.notices) std::cerr << "weft: " << notice << "\n";
+  if (options.log_device_placement) std::cerr << placement_summary(g);
+
+  graph_ = std::make_shared<GraphIR>(std::move(g));
+  const GraphIR& global = *graph_;
+  const std::vector<int32_t> ids = global.node_ids();
+  const std::string device = ids.empty() ? std::string() : global.node(ids.front()).assigned_device;
+  bool one_device = true;
+  for (int32_t id : ids) one_device &= global.node(id).assigned_device == device;
+  if (one_device) {
+    ExecutorSpec es;
+    for (int32_t a : global.args) es.feeds.push_back({a, 0});
+    es.fetches = global.results;
+    es.targets = targets;
+    parts_.push_back({device, std::make_unique<Executor>(std::shared_ptr<const GraphIR>(graph_), std::move(es))});
+    return;
+  }
+
+  PartitionResult p = partition(global, {.incarnation = process_incarnation()});
+  for (Partition& part : p.partitions) {
+    auto pg = std::make_shared<const GraphIR>(std::move(part.graph));
+    ExecutorSpec es;
+    for (int32_t a : pg->args) es.feeds.push_back({a, 0});
+    es.fetches = pg->results;
+    // Step 2 kept only needed nodes: every node of a partition is needed by its results, by a
+    // target, or by a Send feeding another partition.
+    es.targets = all_run_nodes(*pg);
+    parts_.push_back({part.device, std::make_unique<Executor>(std::move(pg), std::move(es))});
+  }
+  for (const PartitionSlot& s : p.args) feed_slots_.push_back({s.partition, s.index});
+  for (const PartitionSlot& s : p.results) fetch_slots_.push_back({s.partition, s.index});
+}
+
+CompiledGraph::~CompiledGraph() = default;
+
+std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> feeds) const {
+  if (feeds.size() != feed_metas_.size())
+    throw InvalidArgument("[executor] expected " + std::to_string(feed_metas_.size()) + " feeds, got " +
+                          std::to_string(feeds.size()));
+  for (size_t i = 0; i < feeds.size(); ++i)
+    if (!feed_matches(feed_metas_[i], feeds[i])) throw_bad_feed(feed_names_[i], feed_metas_[i], feeds[i]);
+  return run_checked_feeds(feeds);
+}
+
+std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> feeds) const {
+  if (parts_.size() == 1) return parts_[0].executor->run_checked_feeds(feeds);
+
+  std::vector<std::vector<Tensor>> part_feeds(parts_.size());
+  for (size_t p = 0; p < parts_.size(); ++p)
+    part_feeds[p].resize(parts_[p].executor->graph().args.size());
+  if (feeds.size() != feed_slots_.size())
+    throw InvalidArgument("[executor] expected " + std::to_string(feed_slots_.size()) + " feeds, got " +
+                          std::to_string(feeds.size()));
+  for (size_t i = 0; i < feeds.size(); ++i)
+    part_feeds[static_cast<size_t>(feed_slots_[i].first)][static_cast<size_t>(feed_slots_[i].second)] = feeds[i];
+  std::vector<std::vector<Tensor>> part_fetches(parts_.size());
+  std::vector<Executor::Part> parts;
+  for (size_t p = 0; p < parts_.size(); ++p) parts.push_back({parts_[p].executor.get(), part_feeds[p], &part_fetches[p]});
+
+  LocalRendezvous& rendezvous = process_local_rendezvous();
+  const int64_t step = next_step_id();
+  struct Cleanup {
+    LocalRendezvous& r;
+    int64_t step;
+    ~Cleanup() { r.cleanup_step(step); }
+  } cleanup{rendezvous, step};
+  Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous});
+
+  std::vector<Tensor> out;
+  out.reserve(fetch_slots_.size());
+  for (const auto& [part, index] : fetch_slots_)
+    out.push_back(part_fetches[static_cast<size_t>(part)][static_cast<size_t>(index)]);  // a fetch may repeat
+  return out;
+}
+
+std::map<std::string, std::string> CompiledGraph::placement() const {
+  std::map<std::string, std::string> out;
+  for (int32_t id : graph_->node_ids()) out[graph_->node(id).name] = graph_->node(id).assigned_device;
+  return out;
+}
+
+std::unique_ptr<CompiledGraph> compile_function(GraphIR body, CompileOptions options) {
+  CompileSpec spec;
+  for (int32_t a : body.args) spec.feeds.push_back({a, 0});
+  spec.fetches = body.results;
+  for (int32_t id : body.node_ids())
+    if (has_side_effect(body.node(id))) spec.targets.push_back(id);
+  return std::make_unique<CompiledGraph>(std::move(body), std::move(spec), std::move(options));
+}
+
+int CompiledGraph::num_planned_nodes() const {
+  int n = 0;
+  for (const Part& p : parts_) n += p.executor->num_planned_nodes();
+  return n;
+}
+
+}  // namespace weft

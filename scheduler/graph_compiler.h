@@ -1,0 +1,97 @@
+// The graph compiler: the one way a graph becomes something runnable, shared by weft::function,
+// Session and (with the cluster's devices) the cluster session.
+//
+//   CompiledGraph c(std::move(g), {.feeds = {{x_id, 0}}, .fetches = {{loss_id, 0}}, .targets = {train_id}});
+//   std::vector<Tensor> out = c.run({batch});        // one tensor per fetch
+//   c.placement();                                    // node name -> device
+//
+// The pipeline, in order:
+//  1. Feeds become arguments: a fed tensor that is not a Placeholder's output is replaced, for
+//     every reader, by a new Placeholder (so a feed overrides any tensor, as in TensorFlow 1).
+//  2. Only what the fetches and targets need is kept (the executor's rule: data inputs and
+//     control inputs, cut at the feeds).
+//  3. The pass pipeline (scheduler/passes/optimize.h) when `optimize` is set.
+//  4. Placement over the devices (every local device by default): requested devices, kernels,
+//     colocation, the cost model (scheduler/passes/place.h). Soft placements are said once on
+//     stderr; log_device_placement prints every node's device there.
+//  5. Partitioning into one graph per device with Send/Recv on the edges between them, and one
+//     executor per partition. A graph placed on one device is not partitioned: it runs on one
+//     executor exactly as before devices existed, at the same speed.
+// A run of a partitioned graph is one step: a fresh step id, the process's rendezvous, and all
+// executors run together (Executor::run_together). run() may be called from several threads.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/graph.h"
+#include "scheduler/executor.h"
+#include "scheduler/passes/place.h"
+
+namespace weft {
+
+struct CompileSpec {
+  std::vector<Endpoint> feeds;    // run()'s arguments, in order
+  std::vector<Endpoint> fetches;  // run()'s results, in order
+  std::vector<int32_t> targets;   // nodes that must run though no fetch needs them
+};
+
+struct CompileOptions {
+  bool optimize = true;               // the pass pipeline (pruning happens regardless)
+  bool log_device_placement = false;  // print "node (Op) -> device" for every node on stderr
+  bool allow_soft_placement = true;   // off: a request that cannot be honoured is an error
+  // Where nodes may go; empty: every device of this process (local_devices()).
+  std::vector<PlacementDevice> devices;
+  std::string name = "graph";         // for messages: "function 'train_step'", "Session"
+};
+
+// The candidates of local placement: every device of this process, with speeds by type.
+std::vector<PlacementDevice> local_placement_devices();
+
+class CompiledGraph {
+ public:
+  // InvalidArgument for an endpoint or target that is not in the graph, a placement rule broken
+  // (scheduler/passes/place.h), or a needed Placeholder left unfed.
+  CompiledGraph(GraphIR graph, CompileSpec spec, CompileOptions options = {});
+  ~CompiledGraph();
+
+  // Checks each feed's dtype and shape against what it feeds (InvalidArgument naming it).
+  std::vector<Tensor> run(std::span<const Tensor> feeds) const;
+  // For a caller that has checked the feeds itself (weft::function matches its signature).
+  std::vector<Tensor> run_checked_feeds(std::span<const Tensor> feeds) const;
+
+  // The graph after the passes, every node with its assigned device; args are the feeds and
+  // results the fetches.
+  const GraphIR& graph() const { return *graph_; }
+  std::shared_ptr<GraphIR> shared_graph() const { return graph_; }
+  // Node name -> full device name, for every node of graph().
+  std::map<std::string, std::string> placement() const;
+  // How many devices the graph runs on (one executor each).
+  int num_partitions() const { return static_cast<int>(parts_.size()); }
+  // Nodes one run executes, over every partition (Send and Recv included).
+  int num_planned_nodes() const;
+
+ private:
+  struct Part {
+    std::string device;
+    std::unique_ptr<Executor> executor;
+  };
+
+  std::shared_ptr<GraphIR> graph_;
+  std::vector<std::string> feed_names_;  // the fed tensors' names, for errors
+  std::vector<TensorMeta> feed_metas_;
+  std::vector<Part> parts_;
+  // Partitioned graphs only: where each global feed and fetch lives.
+  std::vector<std::pair<int, int>> feed_slots_;   // (part, index in its feeds)
+  std::vector<std::pair<int, int>> fetch_slots_;  // (part, index in its fetches)
+};
+
+// A function body compiled to be called: its args are the feeds, its results the fetches, and
+// every node with a side effect a target.
+std::unique_ptr<CompiledGraph> compile_function(GraphIR body, CompileOptions options = {});
+
+}  // namespace weft
