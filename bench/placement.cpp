@@ -2,8 +2,11 @@
 // 1k, 10k and 100k nodes, and the optimisation passes (constant folding, pruning, CSE, fusion)
 // on graphs of the same sizes. Goal: 100k nodes placed and partitioned in under a second, and
 // time growing no faster than n log n (the per-node column stays roughly flat).
+// Then the cost of an edge between two logical CPUs of this process (a Send/Recv pair through the
+// rendezvous, goal: <= 1 us above the same edge on one device), measured on a chain whose nodes
+// alternate between /cpu:0 and /cpu:1 against the same chain on /cpu:0.
 // There is no peer in this run: TensorFlow's placer and partitioner are not installed here.
-// Pass --quick to stop at 10k nodes, --placement-only to skip the passes.
+// Pass --quick to stop at 10k nodes, --placement-only to skip the passes and the edge.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,8 +16,10 @@
 
 #include "api/dispatch.h"
 #include "bench/bench_util.h"
+#include "runtime/device.h"
 #include "runtime/device_name.h"
 #include "runtime/graph.h"
+#include "scheduler/graph_compiler.h"
 #include "scheduler/passes/constant_fold.h"
 #include "scheduler/passes/cse.h"
 #include "scheduler/passes/fuse_elementwise.h"
@@ -132,9 +137,50 @@ double seconds_of(F&& f, int repeats) {
 
 std::string time_text(double s) { return s < 1e-3 ? fmt("%.1f us", s * 1e6) : fmt("%.2f ms", s * 1e3); }
 
+// x -> neg -> neg -> ... (`length` nodes), node i requesting /cpu:(i % devices).
+GraphIR chain(int length, int devices) {
+  static const OpDef& placeholder = op_def("Placeholder");
+  static const OpDef& neg = op_def("Neg");
+  GraphIR g;
+  int32_t last = add(g, placeholder, {}, {{"dtype", float32}, {"shape", Shape{16}}});
+  g.args.push_back(last);
+  for (int i = 0; i < length; ++i) {
+    last = add(g, neg, {{last, 0}});
+    g.node(last).requested_device = "/cpu:" + std::to_string(i % devices);
+  }
+  g.results.push_back({last, 0});
+  return g;
+}
+
+void cross_device_edge_table() {
+  constexpr int kLength = 64;
+  auto compile = [](int devices) {
+    GraphIR g = chain(kLength, devices);
+    CompileSpec spec{.feeds = {{g.args[0], 0}}, .fetches = g.results};
+    return CompiledGraph(std::move(g), std::move(spec), {.optimize = false});
+  };
+  const CompiledGraph same = compile(1), cross = compile(2);
+  const Tensor x = Tensor::from_host(float32, {16}, std::vector<float>(16, 1.f).data());
+  std::vector<Tensor> out;
+  const auto [t_same, t_cross] = weft::bench::seconds_per_call_paired([&] { out = same.run_checked_feeds({&x, 1}); },
+                                                                      [&] { out = cross.run_checked_feeds({&x, 1}); },
+                                                                      2000);
+  const int edges = kLength - 1;
+  std::vector<Row> rows;
+  rows.push_back({"chain of " + std::to_string(kLength) + " neg, one device", time_text(t_same), "-",
+                  fmt("%.3f us/node", t_same / kLength * 1e6), std::to_string(same.num_partitions()) + " partition"});
+  rows.push_back({"chain of " + std::to_string(kLength) + " neg, alternating 2 CPUs", time_text(t_cross), "-",
+                  fmt("%.3f us/node", t_cross / kLength * 1e6),
+                  std::to_string(cross.num_partitions()) + " partitions, " + std::to_string(edges) + " Send/Recv"});
+  rows.push_back({"  cost of one cross-device edge", fmt("%.3f us", (t_cross - t_same) / edges * 1e6), "-", "-",
+                  "goal <= 1 us"});
+  weft::bench::print_table("An edge between two logical CPUs (best of paired rounds)", rows);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_logical_cpus(2);  // before anything creates the devices
   bool quick = false, placement_only = false;
   for (int i = 1; i < argc; ++i) {
     quick |= std::strcmp(argv[i], "--quick") == 0;
@@ -179,6 +225,7 @@ int main(int argc, char** argv) {
   }
   weft::bench::print_table("Placement and partitioning (4 devices, best of 3-5)", rows);
   if (placement_only) return 0;
+  cross_device_edge_table();
 
   rows.clear();
   for (int n : sizes) {

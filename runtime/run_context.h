@@ -15,6 +15,7 @@
 namespace weft {
 
 class CancellationManager;
+class Device;
 class GraphIR;
 class Rendezvous;
 
@@ -23,8 +24,9 @@ class RunContext {
   virtual ~RunContext() = default;
   // The variable the running graph knows by `name`; NotFound otherwise.
   virtual VariableState& variable(std::string_view name) = 0;
-  // Runs `body` (a graph with args and results) on `args` and returns its results.
-  virtual std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args) = 0;
+  // Runs `body` (a graph with args and results) on `args` and returns its results. Its nodes run
+  // on `device`, where the calling node (an If, a While) runs.
+  virtual std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args, Device& device) = 0;
 
   // The defaults describe a run of one device that nothing else takes part in.
   // The id of the running step, part of every rendezvous key; 0 when steps are not numbered.

@@ -10,9 +10,10 @@ namespace weft {
 
 namespace {
 
-// The device a node runs on: its assigned one, else cpu:0 (graphs that were never placed).
-Device* device_of(const Node& n) {
-  if (n.assigned_device.empty()) return cpu_device();
+// The device a node runs on: its assigned one, else the executor's default (graphs that were
+// never placed, control-flow bodies running where their node runs).
+Device* device_of(const Node& n, Device* default_device) {
+  if (n.assigned_device.empty()) return default_device ? default_device : cpu_device();
   Device* d = find_device(n.assigned_device);
   if (!d)
     throw InvalidArgument("[executor] " + n.describe() + " is assigned to device '" + n.assigned_device +
@@ -82,7 +83,7 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
                             n.outputs[0].shape.to_string() + ") must be fed: the fetched values depend on it");
     Step s;
     s.node = &n;
-    s.device = device_of(n);
+    s.device = device_of(n, spec_.device);
     const KernelRef kernel = kernel_for(*n.op, s.device->type(), kernel_dtype(g, n), n.describe());
     s.fn = kernel.sync;
     s.async = kernel.async;
@@ -158,8 +159,9 @@ Executor::~Executor() { delete spare_.load(); }
 
 int Executor::num_planned_nodes() const { return static_cast<int>(plan_.size()); }
 
-std::unique_ptr<Executor> Executor::for_function(std::shared_ptr<const GraphIR> body) {
+std::unique_ptr<Executor> Executor::for_function(std::shared_ptr<const GraphIR> body, Device* device) {
   ExecutorSpec spec;
+  spec.device = device;
   for (int32_t a : body->args) spec.feeds.push_back({a, 0});
   spec.fetches = body->results;
   // A nested If or While whose branch prints or assigns must run even if its outputs are unused.
@@ -168,12 +170,12 @@ std::unique_ptr<Executor> Executor::for_function(std::shared_ptr<const GraphIR> 
   return std::make_unique<Executor>(std::move(body), std::move(spec));
 }
 
-const Executor& Executor::body_executor(const GraphIR& body) const {
+const Executor& Executor::body_executor(const GraphIR& body, Device& device) const {
   std::lock_guard lock(bodies_mu_);
-  auto& slot = bodies_[&body];
+  auto& slot = bodies_[{&body, &device}];
   // The subgraph is owned by the node attribute that names it, which outlives this executor's
   // graph_, so a non-owning pointer is enough.
-  if (!slot) slot = for_function(std::shared_ptr<const GraphIR>(std::shared_ptr<const GraphIR>(), &body));
+  if (!slot) slot = for_function(std::shared_ptr<const GraphIR>(std::shared_ptr<const GraphIR>(), &body), &device);
   return *slot;
 }
 

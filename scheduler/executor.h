@@ -40,12 +40,21 @@ struct StepOptions {
   int64_t step_id = 0;                         // part of every rendezvous key of the step
   Rendezvous* rendezvous = nullptr;            // where Send and Recv meet; null: the step has none
   CancellationManager* cancellation = nullptr; // null: run_together makes one for the step
+  // Every Send a Recv of the step waits for is in one of the parts run together (one process).
+  // Then a step whose only unfinished nodes are Recvs can never finish: it fails with Internal
+  // naming them instead of waiting forever. The cluster sets it false: peers send from afar.
+  bool senders_in_process = true;
+  // Whether the inter-op pool helps run the step. Off, the calling thread runs every node itself
+  // (waking pool threads costs more than tiny nodes do); a part whose own graph has parallel
+  // work (Executor::parallel()) turns it on regardless.
+  bool parallel = false;
 };
 
 struct ExecutorSpec {
   std::vector<Endpoint> feeds;    // values supplied by each run, in run()'s argument order
   std::vector<Endpoint> fetches;  // values returned by run(), in this order
   std::vector<int32_t> targets;   // nodes that must run though nothing fetched needs them
+  Device* device = nullptr;       // where nodes without an assigned device run; null: cpu:0
 };
 
 // Whether a fed value fits the dtype and (partial) shape of what it feeds; checked on every run.
@@ -60,7 +69,8 @@ class Executor {
   Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Parallelism parallelism = Parallelism::kAuto);
   // The executor of a function body: feeds are its args, fetches its results, targets every node
   // with a side effect.
-  static std::unique_ptr<Executor> for_function(std::shared_ptr<const GraphIR> body);
+  // Nodes without an assigned device run on `device` (null: cpu:0).
+  static std::unique_ptr<Executor> for_function(std::shared_ptr<const GraphIR> body, Device* device = nullptr);
   ~Executor();
 
   std::vector<Tensor> run(std::span<const Tensor> feeds) const;
@@ -104,7 +114,7 @@ class Executor {
   std::vector<Tensor> collect_fetches(RunState& state) const;
   void check_feed(size_t i, const Tensor& value) const;
   void check_feed_count(size_t count) const;
-  const Executor& body_executor(const GraphIR& body) const;
+  const Executor& body_executor(const GraphIR& body, Device& device) const;
 
   std::shared_ptr<const GraphIR> graph_;
   ExecutorSpec spec_;
@@ -118,7 +128,8 @@ class Executor {
   int32_t num_async_ = 0;                  // asynchronous steps (Recv), each with its slot
   mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;
-  mutable std::map<const GraphIR*, std::unique_ptr<Executor>> bodies_;  // control-flow subgraphs
+  // Control-flow subgraphs, per device they run on.
+  mutable std::map<std::pair<const GraphIR*, const Device*>, std::unique_ptr<Executor>> bodies_;
 };
 
 }  // namespace weft

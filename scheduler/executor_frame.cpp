@@ -25,7 +25,7 @@ class Executor::Frame {
  public:
   Frame(std::span<const Part> parts, const StepOptions& step) : parts_(parts), step_(step) {
     states_.reserve(parts.size());
-    bool parallel = parts.size() > 1;
+    bool parallel = step.parallel;
     for (const Part& p : parts) {
       states_.push_back(p.executor->take_run_state(p.feeds, step));
       parallel |= p.executor->parallel_;
@@ -79,10 +79,16 @@ class Executor::Frame {
       }
       if (!is_caller) {
         --helpers_;
-        if (outstanding_ == 0 && helpers_ == 0) done_.notify_all();
+        if (helpers_ == 0) done_.notify_all();
         return;
       }
       if (outstanding_ == 0 && helpers_ == 0) return;
+      if (stuck()) {
+        lock.unlock();
+        fail(std::make_exception_ptr(Internal(stuck_message())));
+        lock.lock();
+        continue;
+      }
       done_.wait(lock);
     }
   }
@@ -134,7 +140,28 @@ class Executor::Frame {
   void drop_token() {
     std::lock_guard lock(mu_);
     // Notified under the lock: the caller may destroy the frame as soon as it sees the count.
-    if (--outstanding_ == 0) done_.notify_all();
+    --outstanding_;
+    if (outstanding_ == 0 || outstanding_ == async_in_flight_) done_.notify_all();
+  }
+
+  // Nothing runs and nothing is ready, yet asynchronous kernels wait: when every sender is in
+  // this process, nobody is left to complete them. Called by the caller with mu_ held.
+  bool stuck() const {
+    return step_.senders_in_process && !failed_.load(std::memory_order_acquire) && ready_.empty() &&
+           helpers_ == 0 && outstanding_ > 0 && outstanding_ == async_in_flight_;
+  }
+
+  // Names the waiting kernels; nothing else runs, so their slots can be read.
+  std::string stuck_message() const {
+    std::string names;
+    int waiting = 0;
+    for (size_t p = 0; p < parts_.size(); ++p)
+      for (const Step& s : parts_[p].executor->plan_)
+        if (s.async && states_[p]->async[static_cast<size_t>(s.async_slot)].kc) {
+          if (waiting++ < 3) names += (names.empty() ? "" : ", ") + s.node->describe();
+        }
+    return "[executor] step " + std::to_string(step_.step_id) + " cannot finish: " + std::to_string(waiting) +
+           " asynchronous node(s) wait for tensors no partition of the step will send: " + names;
   }
 
   // Starts an asynchronous kernel; its node's token now belongs to the callback.
@@ -151,9 +178,18 @@ class Executor::Frame {
       for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
       slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx});
+      {
+        std::lock_guard lock(mu_);
+        ++async_in_flight_;
+      }
       s.async(*slot.kc, [this, item](std::exception_ptr error) { finish_async(item, std::move(error)); });
     } catch (...) {
       // A kernel that throws has not called back: the token is still the node's.
+      if (slot.kc) {
+        std::lock_guard lock(mu_);
+        --async_in_flight_;
+      }
+      slot.kc.reset();
       for (Tensor& t : ins) t.forget_borrowed();
       fail_at(n, std::current_exception());
       drop_token();
@@ -168,6 +204,10 @@ class Executor::Frame {
     const size_t ni = s.inputs.size();
     std::span<Tensor> ins(slot.io.data(), ni);
     std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
+    {
+      std::lock_guard lock(mu_);
+      --async_in_flight_;  // the token (still counted) keeps the step from looking stuck
+    }
     std::vector<Item> ready;
     try {
       if (error) std::rethrow_exception(error);
@@ -235,6 +275,7 @@ class Executor::Frame {
   std::vector<Item> ready_;  // guarded by mu_
   int outstanding_ = 0;      // guarded by mu_
   int helpers_ = 0;          // guarded by mu_
+  int async_in_flight_ = 0;  // guarded by mu_: asynchronous kernels started and not called back
   std::exception_ptr error_;  // guarded by mu_ until the step is over
   std::atomic<bool> failed_{false};
 };

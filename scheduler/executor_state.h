@@ -41,8 +41,8 @@ class Executor::Context final : public RunContext {
     if (it == vars.end()) throw NotFound("[executor] the graph has no variable named '" + std::string(name) + "'");
     return *it->second;
   }
-  std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args) override {
-    return exec_.body_executor(body).run(args);
+  std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args, Device& device) override {
+    return exec_.body_executor(body, device).run(args);
   }
   int64_t step_id() const override { return step_.step_id; }
   Rendezvous* rendezvous() const override { return step_.rendezvous; }

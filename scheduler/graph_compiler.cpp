@@ -132,6 +132,19 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     es.targets = all_run_nodes(*pg);
     parts_.push_back({part.device, std::make_unique<Executor>(std::move(pg), std::move(es))});
   }
+  // Two devices each with a big node: their work can overlap, so the pool helps run the step.
+  int partitions_with_big_nodes = 0;
+  for (const Part& part : parts_) {
+    const GraphIR& pg = part.executor->graph();
+    bool big = false;
+    for (int32_t id : pg.node_ids())
+      for (const TensorMeta& m : pg.node(id).outputs) {
+        const int64_t n = m.shape.num_elements();
+        big |= n < 0 || n >= (int64_t{1} << 16);
+      }
+    partitions_with_big_nodes += big;
+  }
+  parallel_ = partitions_with_big_nodes >= 2;
   for (const PartitionSlot& s : p.args) feed_slots_.push_back({s.partition, s.index});
   for (const PartitionSlot& s : p.results) fetch_slots_.push_back({s.partition, s.index});
 }
@@ -169,7 +182,7 @@ std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> fee
     int64_t step;
     ~Cleanup() { r.cleanup_step(step); }
   } cleanup{rendezvous, step};
-  Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous});
+  Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous, .parallel = parallel_});
 
   std::vector<Tensor> out;
   out.reserve(fetch_slots_.size());

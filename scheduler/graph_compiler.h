@@ -85,6 +85,8 @@ class CompiledGraph {
   std::vector<std::string> feed_names_;  // the fed tensors' names, for errors
   std::vector<TensorMeta> feed_metas_;
   std::vector<Part> parts_;
+  // Whether partitions have big nodes that may overlap on their devices (StepOptions::parallel).
+  bool parallel_ = false;
   // Partitioned graphs only: where each global feed and fetch lives.
   std::vector<std::pair<int, int>> feed_slots_;   // (part, index in its feeds)
   std::vector<std::pair<int, int>> fetch_slots_;  // (part, index in its fetches)

@@ -19,7 +19,7 @@ bool truth(KernelContext& ctx, const Tensor& pred, const char* what) {
 void if_kernel(KernelContext& ctx) {
   const bool taken = truth(ctx, ctx.input(0), "pred");
   const GraphIR& branch = *ctx.attrs.get<GraphAttr>(taken ? "then_branch" : "else_branch");
-  std::vector<Tensor> results = ctx.run_context().call(branch, ctx.inputs.subspan(1));
+  std::vector<Tensor> results = ctx.run_context().call(branch, ctx.inputs.subspan(1), ctx.device);
   if (results.size() != ctx.outputs.size())
     throw Internal("[cond] the branch returned " + std::to_string(results.size()) + " values for " +
                    std::to_string(ctx.outputs.size()) + " outputs");
@@ -36,9 +36,9 @@ void while_kernel(KernelContext& ctx) {
   RunContext& run = ctx.run_context();
   int64_t iterations = 0;
   while (max_iterations < 0 || iterations < max_iterations) {
-    std::vector<Tensor> c = run.call(cond, args);
+    std::vector<Tensor> c = run.call(cond, args, ctx.device);
     if (!truth(ctx, c.at(0), "cond's result")) break;
-    std::vector<Tensor> next = run.call(body, args);
+    std::vector<Tensor> next = run.call(body, args, ctx.device);
     if (next.size() != n)
       throw Internal("[while_loop] the body returned " + std::to_string(next.size()) + " values for " +
                      std::to_string(n) + " loop variables");

@@ -163,7 +163,7 @@ TEST(Cancellation, ConcurrentRegistrationsRunExactlyOnceUnlessDeregistered) {
 class OldRunContext final : public RunContext {
  public:
   VariableState& variable(std::string_view name) override { throw NotFound(std::string(name)); }
-  std::vector<Tensor> call(const GraphIR&, std::span<const Tensor>) override { return {}; }
+  std::vector<Tensor> call(const GraphIR&, std::span<const Tensor>, Device&) override { return {}; }
 };
 
 TEST(RunContext, DefaultsDescribeAStandaloneRun) {
