@@ -1,0 +1,63 @@
+// The rendezvous of a task of a cluster: Send and Recv between devices of different processes
+// meet over MPI (host memory); between devices of this process they meet in a LocalRendezvous,
+// as in one process. Keys name devices by full name ("/job:worker/replica:0/task:2/device:CPU:0");
+// `rank_of` maps a key's device to the MPI rank of its task.
+//
+//   MpiRendezvous rdv(data_comm, [&](std::string_view device) { return spec.rank_of(device); });
+//   rdv.send(key, t);                               // never blocks; the tensor is held until sent
+//   rdv.recv_async(key, [](std::exception_ptr e, Tensor t, bool dead) { ... });
+//
+// Matching is by key, whatever order sends and recvs come in on either side: a send to another
+// rank first sends a small header (the key, dtype, shape and the tag its payload will use), then
+// the payload straight from the tensor's buffer (no copy); the receiver's progress thread reads
+// headers from any rank and posts the payload's receive into a new tensor of the announced dtype
+// and shape. Payloads above MPI's count limit (2^31 - 1 elements of a datatype) travel in several
+// messages. Every MPI call is made by the progress thread, which never waits in MPI: it tests
+// its requests and sleeps briefly between rounds, so an abort is always seen.
+//
+// A dead peer is not detected here (MPI cannot tell): the cluster's liveness check calls
+// start_abort or abort_step, which fails every pending recv of the rendezvous or step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include <mpi.h>
+
+#include "runtime/rendezvous.h"
+
+namespace weft {
+
+struct MpiRendezvousOptions {
+  // Largest payload message, in bytes; bigger tensors are split. Tests lower it to exercise the
+  // split with small tensors.
+  size_t max_message_bytes = size_t{1} << 30;
+  // The largest header accepted from a peer; a bigger one is a damaged message (an error).
+  size_t max_header_bytes = size_t{1} << 16;
+};
+
+class MpiRendezvous final : public Rendezvous {
+ public:
+  // `comm` is the communicator for tensors only (the caller dups it from its world, apart from
+  // control traffic); it must outlive this object. `rank_of(device)` is the rank of the task
+  // owning a full device name, or -1 when no task owns it (InvalidArgument on send and recv).
+  MpiRendezvous(MPI_Comm comm, std::function<int(std::string_view device)> rank_of,
+                MpiRendezvousOptions options = {});
+  // Stops the progress thread; pending recvs fail with FailedPrecondition; pending sends to peers
+  // are cancelled. Call before MPI_Finalize.
+  ~MpiRendezvous() override;
+
+  void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
+  void recv_async(const RendezvousKey& key, DoneCallback done) override;
+  void start_abort(std::exception_ptr error) override;
+  void abort_step(int64_t step_id, std::exception_ptr error) override;
+  void cleanup_step(int64_t step_id) override;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft
