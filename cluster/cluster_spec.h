@@ -9,9 +9,11 @@
 //
 //   std::optional<ClusterSpec> spec = ClusterSpec::from_command_line_or_environment(argc, argv);
 //   ClusterSpec cluster = spec ? *spec : ClusterSpec::without_spec(world_size);
-//   cluster.check_process_count(world_size);         // InvalidArgument saying how to start it
-//   cluster.task(1).name();                           // "/job:worker/replica:0/task:0"
-//   cluster.rank_of("/job:worker/task:1/device:GPU:0");  // 2
+//   cluster.check_process_count(world_size);  // InvalidArgument saying how to start it
+//   // With the spec above:
+//   cluster.task(1).name();                               // "/job:worker/replica:0/task:0"
+//   cluster.rank_of("/job:worker/task:1/device:GPU:0");   // 2
+//   cluster.declared_rank();                              // 1
 //
 // Ranks follow the spec's order, chief first. A spec is untrusted input: anything wrong with it is
 // an InvalidArgument naming the source, the line and column of the offending element and the

@@ -46,12 +46,28 @@ bool is_number_char(char c) {
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
-// Cuts a message taken from the input to a readable length without splitting a UTF-8 sequence.
-std::string shorten(const std::string& s, size_t max_bytes) {
-  if (s.size() <= max_bytes) return s;
-  size_t n = max_bytes;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n) + "...";
+// nlohmann's message quotes the bytes it read, which may be invalid UTF-8 or control characters:
+// those are written as \xNN, and the message is cut to a readable length.
+std::string printable(std::string_view s, size_t max_bytes) {
+  std::string out;
+  static const char* hex = "0123456789abcdef";
+  for (size_t i = 0; i < s.size();) {
+    if (out.size() >= max_bytes) return out + "...";
+    const auto u = static_cast<unsigned char>(s[i]);
+    size_t len = u < 0x80 ? 1 : (u >> 5) == 6 ? 2 : (u >> 4) == 14 ? 3 : (u >> 3) == 30 ? 4 : 0;
+    for (size_t k = 1; len > 1 && k < len; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) len = 0;
+    if (len == 0 || u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+      ++i;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
 }
 
 // Builds the tree from nlohmann's SAX events. Each callback comes right after the lexer scanned
@@ -100,7 +116,7 @@ class TreeBuilder {
     const size_t column = what.find("column ");
     const size_t colon = column == std::string::npos ? std::string::npos : what.find(": ", column);
     if (colon != std::string::npos) what = what.substr(colon + 2);
-    return fail(position > 0 ? position - 1 : 0, shorten(what, 200));
+    return fail(position > 0 ? position - 1 : 0, printable(what, 200));
   }
 
   std::optional<JsonNode>& root() { return root_; }
