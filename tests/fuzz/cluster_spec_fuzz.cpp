@@ -4,6 +4,7 @@
 // is one of them, and the process count check accepts exactly the number of tasks.
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
