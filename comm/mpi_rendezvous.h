@@ -30,6 +30,9 @@
 
 namespace weft {
 
+// The tag of header messages on the communicator; payloads use tags 1 to MPI_TAG_UB.
+inline constexpr int kMpiRendezvousHeaderTag = 0;
+
 struct MpiRendezvousOptions {
   // Largest payload message, in bytes; bigger tensors are split. Tests lower it to exercise the
   // split with small tensors.

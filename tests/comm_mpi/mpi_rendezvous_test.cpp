@@ -1,0 +1,388 @@
+// MpiRendezvous between the ranks of mpirun (2 or 3): tensors of every dtype and shape cross in
+// both directions whichever of send and recv comes first, in many keys at once and split into
+// several messages; same-rank keys stay local; aborts, cleanup, damaged headers and keys nobody
+// owns become errors. Every rank runs every test; each test works on its own communicator.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/mpi_rendezvous.h"
+#include "runtime/device_name.h"
+#include "runtime/error.h"
+
+namespace weft {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kWait{20000};  // a healthy exchange takes milliseconds; this only bounds a hang
+
+std::string device(int task, int index = 0) {
+  return "/job:worker/replica:0/task:" + std::to_string(task) + "/device:CPU:" + std::to_string(index);
+}
+
+// Tasks of job "worker" are ranks; other jobs and tasks beyond the world have no rank.
+int rank_of(std::string_view name, int size) {
+  try {
+    DeviceSpec d = DeviceSpec::parse(name);
+    if (d.job != "worker" || !d.task || *d.task >= size) return -1;
+    return *d.task;
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& err) {
+    return err.what();
+  }
+}
+
+// A recv_async outcome another thread waits for.
+struct Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  Tensor value;
+
+  Rendezvous::DoneCallback callback() {
+    return [this](std::exception_ptr e, Tensor v, bool) {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+      error = std::move(e);
+      value = std::move(v);
+      cv.notify_all();
+    };
+  }
+  bool wait(milliseconds timeout = kWait) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return done; });
+  }
+};
+
+// Deterministic contents that depend on the sender, the receiver and the tensor's index.
+Tensor make_tensor(DType dtype, Shape shape, int from, int to, int index) {
+  Tensor t = Tensor::empty(dtype, shape);
+  auto* bytes = static_cast<unsigned char*>(t.nbytes() ? t.raw_data() : nullptr);
+  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 7 + from * 31 + to * 17 + index * 5) & 0xff);
+  if (dtype == DType::Bool)
+    for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] &= 1;
+  return t;
+}
+
+void expect_same(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  EXPECT_EQ(got.dtype(), want.dtype()) << what;
+  EXPECT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
+  if (want.nbytes()) {
+    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << what << ": contents differ";
+  }
+}
+
+class MpiRendezvousTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_rank(comm_, &me_);
+    MPI_Comm_size(comm_, &size_);
+    ASSERT_GE(size_, 2) << "run under mpirun -np 2 or more";
+    // A key names its producer's incarnation, which only the producer's process knows.
+    incarnations_.resize(static_cast<size_t>(size_));
+    const uint64_t mine = process_incarnation();
+    MPI_Allgather(&mine, 1, MPI_UINT64_T, incarnations_.data(), 1, MPI_UINT64_T, comm_);
+  }
+  void TearDown() override {
+    sync();
+    MPI_Comm_free(&comm_);
+  }
+
+  std::unique_ptr<MpiRendezvous> make(MpiRendezvousOptions options = {}) {
+    const int size = size_;
+    return std::make_unique<MpiRendezvous>(comm_, [size](std::string_view d) { return rank_of(d, size); }, options);
+  }
+  RendezvousKey key(int from, int to, const std::string& edge, int64_t step = 1, int from_index = 0,
+                    int to_index = 0) const {
+    return {device(from, from_index), incarnations_[static_cast<size_t>(from)], device(to, to_index), edge, step};
+  }
+  // A barrier that cannot hang: a rank that lost its way (a failed test skipping its part) would
+  // leave the others waiting forever, so after a while the whole run aborts.
+  void sync() {
+    MPI_Request r;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int flag = 0;
+    while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "[rank %d] barrier timed out\n", me_);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int me_ = 0;
+  int size_ = 0;
+  std::vector<uint64_t> incarnations_;
+};
+
+struct Case {
+  DType dtype;
+  Shape shape;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {DType::Float32, {2, 3}}, {DType::Float64, {}},      {DType::Int64, {0}},   {DType::Int8, {5}},
+      {DType::Bool, {4}},       {DType::Float16, {3, 1}},  {DType::UInt8, {2, 0, 3}},
+      {DType::Int32, {1, 1, 1, 7}}, {DType::BFloat16, {2}}, {DType::Float32, {1000}}};
+  return c;
+}
+
+// Every rank sends every case to every other rank; recvs come before the sends or after them.
+void exchange_all(MpiRendezvousTest* test, MpiRendezvous& rdv, int me, int size, bool recv_first,
+                  const std::function<RendezvousKey(int, int, const std::string&)>& key,
+                  const std::function<void()>& sync) {
+  std::vector<std::unique_ptr<Pending>> pending;
+  std::vector<Tensor> want;
+  auto post_recvs = [&] {
+    for (int from = 0; from < size; ++from) {
+      if (from == me) continue;
+      for (size_t i = 0; i < cases().size(); ++i) {
+        pending.push_back(std::make_unique<Pending>());
+        want.push_back(make_tensor(cases()[i].dtype, cases()[i].shape, from, me, static_cast<int>(i)));
+        rdv.recv_async(key(from, me, "t" + std::to_string(i) + ":0"), pending.back()->callback());
+      }
+    }
+  };
+  if (recv_first) post_recvs();
+  sync();
+  for (int to = 0; to < size; ++to) {
+    if (to == me) continue;
+    for (size_t i = 0; i < cases().size(); ++i)
+      rdv.send(key(me, to, "t" + std::to_string(i) + ":0"),
+               make_tensor(cases()[i].dtype, cases()[i].shape, me, to, static_cast<int>(i)));
+  }
+  if (!recv_first) {
+    std::this_thread::sleep_for(milliseconds(50));  // let the tensors arrive before their recvs
+    post_recvs();
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    ASSERT_TRUE(pending[i]->wait()) << "recv " << i << " never completed";
+    ASSERT_FALSE(pending[i]->error) << message_of(pending[i]->error);
+    expect_same(pending[i]->value, want[i], "recv " + std::to_string(i));
+  }
+}
+
+TEST_F(MpiRendezvousTest, EveryDtypeAndShapeCrossesRecvFirst) {
+  auto rdv = make();
+  exchange_all(this, *rdv, me_, size_, /*recv_first=*/true,
+               [&](int f, int t, const std::string& e) { return key(f, t, e); }, [&] { sync(); });
+}
+
+TEST_F(MpiRendezvousTest, EveryDtypeAndShapeCrossesSendFirst) {
+  auto rdv = make();
+  exchange_all(this, *rdv, me_, size_, /*recv_first=*/false,
+               [&](int f, int t, const std::string& e) { return key(f, t, e, 2); }, [&] { sync(); });
+}
+
+TEST_F(MpiRendezvousTest, DeadTensorsCrossWithOrWithoutAValue) {
+  auto rdv = make();
+  const int to = (me_ + 1) % size_, from = (me_ + size_ - 1) % size_;
+  rdv->send(key(me_, to, "dead:0"), Tensor(), /*is_dead=*/true);
+  rdv->send(key(me_, to, "dead:1"), make_tensor(DType::Int32, {2}, me_, to, 0), /*is_dead=*/true);
+  Rendezvous::Received a = rdv->recv(key(from, me_, "dead:0"), kWait);
+  EXPECT_TRUE(a.is_dead);
+  EXPECT_FALSE(a.value.defined());
+  Rendezvous::Received b = rdv->recv(key(from, me_, "dead:1"), kWait);
+  EXPECT_TRUE(b.is_dead);
+  expect_same(b.value, make_tensor(DType::Int32, {2}, from, me_, 0), "dead with a value");
+}
+
+TEST_F(MpiRendezvousTest, ManyKeysInFlightInRandomOrder) {
+  auto rdv = make();
+  constexpr int kKeys = 300;
+  std::mt19937 rng(1234 + me_);
+  std::vector<int> order(kKeys);
+  for (int i = 0; i < kKeys; ++i) order[i] = i;
+  // Recvs for half the keys first, in one order; the sends in another; then the other recvs.
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::vector<std::unique_ptr<Pending>>> got(size_);
+  for (int from = 0; from < size_; ++from) {
+    if (from == me_) continue;
+    got[from].resize(kKeys);
+    for (int k = 0; k < kKeys / 2; ++k) {
+      got[from][order[k]] = std::make_unique<Pending>();
+      rdv->recv_async(key(from, me_, "k" + std::to_string(order[k]) + ":0", 3), got[from][order[k]]->callback());
+    }
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int k : order)
+    for (int to = 0; to < size_; ++to)
+      if (to != me_)
+        rdv->send(key(me_, to, "k" + std::to_string(k) + ":0", 3), make_tensor(DType::Int64, {k % 17}, me_, to, k));
+  for (int from = 0; from < size_; ++from) {
+    if (from == me_) continue;
+    for (int k = 0; k < kKeys; ++k) {
+      if (got[from][k]) continue;
+      got[from][k] = std::make_unique<Pending>();
+      rdv->recv_async(key(from, me_, "k" + std::to_string(k) + ":0", 3), got[from][k]->callback());
+    }
+    for (int k = 0; k < kKeys; ++k) {
+      ASSERT_TRUE(got[from][k]->wait()) << "key " << k << " from rank " << from;
+      ASSERT_FALSE(got[from][k]->error) << message_of(got[from][k]->error);
+      expect_same(got[from][k]->value, make_tensor(DType::Int64, {k % 17}, from, me_, k), "key " + std::to_string(k));
+    }
+  }
+}
+
+TEST_F(MpiRendezvousTest, BigTensorsTravelInSeveralMessages) {
+  MpiRendezvousOptions options;
+  options.max_message_bytes = 1000;
+  auto rdv = make(options);
+  const int to = (me_ + 1) % size_, from = (me_ + size_ - 1) % size_;
+  // 40000 bytes: 40 full messages; 40004 bytes: a short last one; 999-byte messages of int64.
+  rdv->send(key(me_, to, "big:0"), make_tensor(DType::Float32, {10000}, me_, to, 1));
+  rdv->send(key(me_, to, "big:1"), make_tensor(DType::Float32, {10001}, me_, to, 2));
+  expect_same(rdv->recv(key(from, me_, "big:0"), kWait).value, make_tensor(DType::Float32, {10000}, from, me_, 1),
+              "10000 floats");
+  expect_same(rdv->recv(key(from, me_, "big:1"), kWait).value, make_tensor(DType::Float32, {10001}, from, me_, 2),
+              "10001 floats");
+}
+
+TEST_F(MpiRendezvousTest, SameRankKeysHandTheBufferOverLocally) {
+  auto rdv = make();
+  Tensor t = make_tensor(DType::Float32, {3}, me_, me_, 0);
+  rdv->send(key(me_, me_, "local:0", 1, 0, 1), t);
+  Rendezvous::Received got = rdv->recv(key(me_, me_, "local:0", 1, 0, 1), kWait);
+  EXPECT_EQ(got.value.raw_data(), t.raw_data()) << "a local key is handed over without a copy";
+}
+
+TEST_F(MpiRendezvousTest, AbortStepFailsAPendingRemoteRecv) {
+  auto rdv = make();
+  const int to = (me_ + 1) % size_, from = (me_ + size_ - 1) % size_;
+  Pending waiting, other_step;
+  rdv->recv_async(key(from, me_, "never:0", 7), waiting.callback());
+  rdv->recv_async(key(from, me_, "later:0", 8), other_step.callback());
+  rdv->abort_step(7, std::make_exception_ptr(Unavailable("step 7 lost a task")));
+  ASSERT_TRUE(waiting.wait(milliseconds(5000)));
+  EXPECT_THROW(std::rethrow_exception(waiting.error), Unavailable);
+  EXPECT_EQ(message_of(waiting.error), "step 7 lost a task");
+  // Later sends and recvs of the step fail; other steps go on.
+  EXPECT_THROW(rdv->send(key(me_, to, "x:0", 7), make_tensor(DType::Int8, {1}, me_, to, 0)), Unavailable);
+  EXPECT_THROW(rdv->recv(key(from, me_, "x:0", 7), kWait), Unavailable);
+  rdv->send(key(me_, to, "later:0", 8), make_tensor(DType::Int8, {1}, me_, to, 0));
+  ASSERT_TRUE(other_step.wait());
+  EXPECT_FALSE(other_step.error) << message_of(other_step.error);
+  rdv->cleanup_step(7);
+  rdv->cleanup_step(8);
+}
+
+TEST_F(MpiRendezvousTest, StartAbortFailsEveryPendingRecv) {
+  auto rdv = make();
+  const int from = (me_ + size_ - 1) % size_;
+  Pending a, b;
+  rdv->recv_async(key(from, me_, "a:0", 1), a.callback());
+  rdv->recv_async(key(from, me_, "b:0", 2), b.callback());
+  rdv->start_abort(std::make_exception_ptr(Unavailable("cluster lost")));
+  ASSERT_TRUE(a.wait(milliseconds(5000)));
+  ASSERT_TRUE(b.wait(milliseconds(5000)));
+  EXPECT_THROW(std::rethrow_exception(a.error), Unavailable);
+  EXPECT_THROW(std::rethrow_exception(b.error), Unavailable);
+  EXPECT_THROW(rdv->send(key(me_, (me_ + 1) % size_, "c:0", 3), Tensor()), Unavailable);
+}
+
+TEST_F(MpiRendezvousTest, CleanupStepDropsUnreceivedTensorsAndFailsWaitingRecvs) {
+  auto rdv = make();
+  const int to = (me_ + 1) % size_, from = (me_ + size_ - 1) % size_;
+  // "x" is empty, so it is complete as soon as its header is read, before "y"'s header.
+  rdv->send(key(me_, to, "x:0", 9), make_tensor(DType::Float32, {0}, me_, to, 0));
+  rdv->send(key(me_, to, "y:0", 9), make_tensor(DType::Float32, {2}, me_, to, 0));
+  rdv->recv(key(from, me_, "y:0", 9), kWait);  // so "x" has arrived and waits, unreceived
+  Pending waiting;
+  rdv->recv_async(key(from, me_, "z:0", 9), waiting.callback());
+  rdv->cleanup_step(9);
+  ASSERT_TRUE(waiting.wait(milliseconds(5000)));
+  EXPECT_THROW(std::rethrow_exception(waiting.error), FailedPrecondition);
+  EXPECT_NE(message_of(waiting.error).find("z:0"), std::string::npos) << message_of(waiting.error);
+  EXPECT_THROW(rdv->recv(key(from, me_, "x:0", 9), milliseconds(300)), DeadlineExceeded)
+      << "the cleanup dropped the tensor that had arrived";
+}
+
+// Rank 0 plays a broken peer: raw bytes on the header tag. Rank 1's pending recv fails naming
+// rank 0; other ranks are not concerned.
+void damaged_header_test(MpiRendezvousTest& test, MPI_Comm comm, int me, std::unique_ptr<MpiRendezvous> rdv,
+                         const RendezvousKey& waiting_key, const std::string& bytes,
+                         const std::function<void()>& sync) {
+  Pending waiting;
+  if (me == 1) rdv->recv_async(waiting_key, waiting.callback());
+  sync();
+  if (me == 0)
+    MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 1, kMpiRendezvousHeaderTag, comm);
+  if (me != 1) return;
+  ASSERT_TRUE(waiting.wait()) << "a damaged header must fail the pending recv";
+  EXPECT_THROW(std::rethrow_exception(waiting.error), InvalidArgument);
+  const std::string m = message_of(waiting.error);
+  EXPECT_NE(m.find("rank 0"), std::string::npos) << m;
+  EXPECT_THROW(rdv->recv(waiting_key, kWait), InvalidArgument) << "later recvs fail too";
+}
+
+TEST_F(MpiRendezvousTest, DamagedHeaderFailsPendingRecvsNamingTheSender) {
+  damaged_header_test(*this, comm_, me_, make(), key(0, 1, "w:0"), "not a header at all",
+                      [&] { sync(); });
+}
+
+TEST_F(MpiRendezvousTest, OversizedHeaderFailsPendingRecvsNamingTheSender) {
+  MpiRendezvousOptions options;
+  options.max_header_bytes = 256;
+  damaged_header_test(*this, comm_, me_, make(options), key(0, 1, "w:0"), std::string(1000, 'x'),
+                      [&] { sync(); });
+}
+
+TEST_F(MpiRendezvousTest, KeysNobodyOwnsAndMisroutedKeysAreInvalid) {
+  auto rdv = make();
+  const int other = (me_ + 1) % size_;
+  RendezvousKey nobody{"/job:ps/replica:0/task:0/device:CPU:0", process_incarnation(), device(me_), "p:0", 1};
+  RendezvousKey beyond{device(me_), process_incarnation(), device(size_ + 3), "p:0", 1};
+  for (const RendezvousKey& k : {nobody, beyond}) {
+    try {
+      rdv->send(k, make_tensor(DType::Int8, {1}, 0, 0, 0));
+      ADD_FAILURE() << "send of " << k.to_string() << " must fail";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(k.to_string()), std::string::npos) << e.what();
+    }
+    try {
+      rdv->recv(k, kWait);
+      ADD_FAILURE() << "recv of " << k.to_string() << " must fail";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(k.to_string()), std::string::npos) << e.what();
+    }
+  }
+  // A send from another rank's device, a recv for another rank's device.
+  EXPECT_THROW(rdv->send(key(other, me_, "q:0"), make_tensor(DType::Int8, {1}, 0, 0, 0)), InvalidArgument);
+  EXPECT_THROW(rdv->recv(key(me_, other, "q:0"), kWait), InvalidArgument);
+}
+
+TEST_F(MpiRendezvousTest, DestroyedWithPendingRecvsFailsThem) {
+  auto rdv = make();
+  Pending waiting;
+  rdv->recv_async(key((me_ + 1) % size_, me_, "gone:0"), waiting.callback());
+  rdv.reset();
+  ASSERT_TRUE(waiting.wait(milliseconds(1000)));
+  EXPECT_THROW(std::rethrow_exception(waiting.error), FailedPrecondition);
+}
+
+}  // namespace
+}  // namespace weft
