@@ -4,15 +4,14 @@
 #include <iostream>
 
 #include "api/context.h"
+#include "cluster/cluster.h"
 #include "runtime/device.h"
 
 namespace weft {
 
 std::vector<DeviceInfo> list_devices() {
-  std::vector<DeviceInfo> out;
-  for (Device* d : local_devices())
-    out.push_back({d->name(), device_type_name(d->type()), d->memory_bytes(), d->cores(), d->description()});
-  return out;
+  if (const std::vector<DeviceInfo>* all = cluster_devices()) return *all;
+  return local_device_infos();
 }
 
 DeviceScope::DeviceScope(const std::string& device) {

@@ -9,15 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device.h"  // DeviceInfo
+
 namespace weft {
 
-struct DeviceInfo {
-  std::string name;         // "/job:localhost/replica:0/task:0/device:CPU:0"
-  std::string type;         // "CPU" or "GPU"
-  int64_t memory_bytes = 0;
-  int cores = 0;            // physical cores, or streaming multiprocessors on a GPU
-  std::string description;
-};
 
 std::vector<DeviceInfo> list_devices();
 

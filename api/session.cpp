@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include "cluster/cluster.h"
+#include "cluster/cluster_runtime.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft {
@@ -88,7 +90,14 @@ struct Session::Plan {
 };
 
 Session::Session(const Graph& graph, SessionOptions options) : graph_(graph), options_(options) {}
-Session::~Session() = default;
+
+Session::Session(const Graph& graph, const Cluster& cluster, SessionOptions options)
+    : graph_(graph), options_(options), cluster_(&cluster) {
+  if (ClusterRuntime* rt = cluster.runtime(); rt && rt->spec().num_tasks() > 1) remote_ = rt->session_tasks();
+}
+Session::~Session() {
+  plans_.clear();  // the plans' graphs on the tasks are released before the session ends there
+}
 
 void Session::initialize_variables() {
   const GraphIR& g = graph_.ir();
@@ -112,10 +121,17 @@ void Session::initialize_variables() {
 }
 
 CompileOptions Session::compile_options() const {
-  return {.optimize = options_.optimize,
-          .log_device_placement = options_.log_device_placement,
-          .allow_soft_placement = options_.allow_soft_placement,
-          .name = "Session"};
+  CompileOptions o{.optimize = options_.optimize,
+                   .log_device_placement = options_.log_device_placement,
+                   .allow_soft_placement = options_.allow_soft_placement,
+                   .name = "Session"};
+  if (remote_) {
+    ClusterRuntime& rt = *cluster_->runtime();
+    o.devices = rt.placement_devices();
+    o.remote = remote_.get();
+    o.host_device = rt.host_device();
+  }
+  return o;
 }
 
 const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,

@@ -29,6 +29,8 @@
 namespace weft {
 
 struct CompileOptions;
+class Cluster;
+class RemoteTasks;
 
 // A tensor named by string ("y:0", "y") or by handle.
 class TensorRef {
@@ -71,6 +73,10 @@ struct SessionOptions {
 class Session {
  public:
   explicit Session(const Graph& graph, SessionOptions options = {});
+  // A Session over every device of a cluster (cluster/cluster.h): each plan is placed over all
+  // tasks, each task gets its partitions once, feeds and fetches stay on the chief, and only step
+  // ids and tensors travel per step. Errors on any task are raised here, naming the task.
+  Session(const Graph& graph, const Cluster& cluster, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -93,6 +99,8 @@ class Session {
 
   Graph graph_;
   SessionOptions options_;
+  const Cluster* cluster_ = nullptr;      // not owned; lives as long as the program's main
+  std::unique_ptr<RemoteTasks> remote_;  // the cluster's tasks, for this session
   mutable std::mutex mu_;   // guards planning, initialisation and placement_; runs go on outside it
   size_t initialized_ = 0;  // how many of the graph's initializers have been seen
   std::map<std::string, std::unique_ptr<Plan>> plans_;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/context.h"
+#include "api/devices.h"
 #include "api/graph_builder.h"
 #include "api/ops/array.h"
 #include "api/ops/math.h"
@@ -38,6 +39,7 @@ Variable::Variable(const Tensor& initial_value, const std::string& name, bool tr
   state_->trainable = trainable;
   state_->dtype = initial_value.dtype();
   state_->shape = initial_value.shape();
+  state_->device = current_device_request();
   if (GraphBuilder* b = current_builder()) {
     if (initial_value.is_symbolic() && !initial_value.shape().is_fully_defined())
       throw InvalidArgument("[Variable] '" + name + "' needs a fully known shape, got " +

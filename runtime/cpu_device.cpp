@@ -126,6 +126,13 @@ const HostTopology& host_topology() {
 
 const std::vector<Device*>& local_devices() { return device_set().all; }
 
+std::vector<DeviceInfo> local_device_infos() {
+  std::vector<DeviceInfo> out;
+  for (Device* d : local_devices())
+    out.push_back({d->name(), device_type_name(d->type()), d->memory_bytes(), d->cores(), d->description()});
+  return out;
+}
+
 Device* cpu_device() {
   static Device* cpu = device_set().all.front();
   return cpu;
@@ -158,10 +165,42 @@ int logical_cpus() {
   return cpus_from_environment();
 }
 
+namespace {
+
+std::mutex g_task_mu;
+std::string g_task_job = "localhost";  // guarded by g_task_mu
+int g_task_index = 0;                  // guarded by g_task_mu
+
+}  // namespace
+
+void set_local_task(std::string_view job, int task) {
+  if (job.empty() || task < 0)
+    throw InvalidArgument("[set_local_task] needs a job name and a task index >= 0, got '" + std::string(job) + "', " +
+                          std::to_string(task));
+  std::lock_guard<std::mutex> lock(g_task_mu);
+  g_task_job = job;
+  g_task_index = task;
+}
+
+std::string local_task_name() {
+  std::lock_guard<std::mutex> lock(g_task_mu);
+  return "/job:" + g_task_job + "/replica:0/task:" + std::to_string(g_task_index);
+}
+
+std::string cluster_device_name(const Device& device) {
+  return local_task_name() + "/device:" + device_type_name(device.type()) + ":" + std::to_string(device.index());
+}
+
 Device* find_device(std::string_view name) {
   DeviceSpec want = DeviceSpec::parse(name);
-  if (want.job && *want.job != "localhost") return nullptr;
-  if ((want.replica && *want.replica != 0) || (want.task && *want.task != 0)) return nullptr;
+  if (want.replica && *want.replica != 0) return nullptr;
+  {
+    // Either the process's own names (job localhost, task 0) or its task's in the cluster.
+    std::lock_guard<std::mutex> lock(g_task_mu);
+    const bool as_local = (!want.job || *want.job == "localhost") && (!want.task || *want.task == 0);
+    const bool as_task = (!want.job || *want.job == g_task_job) && (!want.task || *want.task == g_task_index);
+    if (!as_local && !as_task) return nullptr;
+  }
   for (Device* d : local_devices()) {
     if (want.type && *want.type != d->type()) continue;
     if (want.index && *want.index != d->index()) continue;

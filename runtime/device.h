@@ -48,6 +48,16 @@ class Device {
   int cores_ = 0;
 };
 
+struct DeviceInfo {
+  std::string name;         // "/job:localhost/replica:0/task:0/device:CPU:0"
+  std::string type;         // "CPU" or "GPU"
+  int64_t memory_bytes = 0;
+  int cores = 0;            // physical cores, or streaming multiprocessors on a GPU
+  std::string description;
+};
+// This process's devices as DeviceInfo, under their local names.
+std::vector<DeviceInfo> local_device_infos();
+
 // Every device of this process: the logical CPUs in index order, then GPUs in CUDA order. The
 // first call creates them (and throws InvalidArgument when WEFT_LOGICAL_CPUS is malformed).
 const std::vector<Device*>& local_devices();
@@ -68,6 +78,15 @@ bool local_devices_created();
 // Accepts any form of device name; nullptr when it names no local device. Throws
 // InvalidArgument for a name that does not parse.
 Device* find_device(std::string_view name);
+
+// In a cluster, this process is one task, "/job:worker/replica:0/task:2": graphs name its devices
+// by that prefix ("/job:worker/replica:0/task:2/device:CPU:0"), and find_device accepts such
+// names as well as the local ones. Set once, by cluster::init; alone, the task is
+// "/job:localhost/replica:0/task:0". InvalidArgument for an empty job or a negative task.
+void set_local_task(std::string_view job, int task);
+std::string local_task_name();
+// The device's full name as the cluster knows it: local_task_name() + "/device:CPU:0".
+std::string cluster_device_name(const Device& device);
 
 // Facts about the host used to size pools; read with hwloc.
 struct HostTopology {

@@ -15,6 +15,9 @@ struct VariableState {
   Shape shape;
   std::string name;
   bool trainable = true;
+  // The device requested where it was made (a DeviceScope around its creation), "" for none.
+  // Placement keeps every node of the variable there, whichever graph or plan is compiled.
+  std::string device;
 };
 
 }  // namespace weft

@@ -1,8 +1,10 @@
 #include "scheduler/graph_compiler.h"
 
 #include <iostream>
+#include <set>
 
 #include "comm/local_rendezvous.h"
+#include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/rendezvous.h"
 #include "scheduler/passes/optimize.h"
@@ -53,6 +55,39 @@ void keep_needed(GraphIR& g, const std::vector<int32_t>& targets) {
   if (!unneeded.empty()) g.remove_nodes(unneeded);
 }
 
+// A variable lives in one place whichever plan is compiled (the initialiser's, the training
+// step's): where it was created (a DeviceScope around its creation), else where the first node
+// naming it (in creation order) asks, else, in a cluster, on the host. Every node naming it goes
+// there, as TensorFlow runs a resource's ops on the resource's device: a later request (an
+// assignment made under another DeviceScope) cannot split it. Run before pruning, on the whole
+// graph, for that reason.
+void pin_variables(GraphIR& g, const std::string& host) {
+  std::map<std::string, std::string, std::less<>> home;
+  std::set<std::string, std::less<>> created_somewhere;
+  for (const auto& [name, state] : g.variables)
+    if (state && !state->device.empty()) {
+      home[name] = state->device;
+      created_somewhere.insert(name);
+    }
+  const std::vector<int32_t> ids = g.node_ids();
+  for (int32_t id : ids) {
+    const Node& n = g.node(id);
+    const AttrValue* var = n.attrs.find("var");
+    if (!var || !std::holds_alternative<std::string>(*var)) continue;
+    std::string& where = home[std::get<std::string>(*var)];
+    if (where.empty()) where = n.requested_device;
+  }
+  for (int32_t id : ids) {
+    Node& n = g.node(id);
+    const AttrValue* var = n.attrs.find("var");
+    if (!var || !std::holds_alternative<std::string>(*var)) continue;
+    const std::string& name = std::get<std::string>(*var);
+    if (!n.requested_device.empty() && !created_somewhere.contains(name)) continue;
+    const std::string& where = home[name];
+    n.requested_device = where.empty() ? host : where;
+  }
+}
+
 // Every node but the placeholders (fed, not run; one left unfed is found through its readers).
 std::vector<int32_t> all_run_nodes(const GraphIR& g) {
   std::vector<int32_t> out;
@@ -91,6 +126,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   for (int32_t t : spec.targets)
     if (!g.alive(t)) throw InvalidArgument("[" + options.name + "] target node id " + std::to_string(t) + " is not in the graph");
 
+  pin_variables(g, options.remote ? options.host_device : std::string());
   g.args = feeds_to_args(g, spec.feeds);
   g.results = spec.fetches;
   std::vector<int32_t> targets = spec.targets;
@@ -100,10 +136,31 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     std::erase_if(targets, [&](int32_t t) { return !g.alive(t); });
   }
 
+  remote_ = options.remote;
+  const std::string& host = options.host_device;
+  // In a cluster the caller's tensors live on the host: feeds start there.
+  if (remote_ && !host.empty())
+    for (int32_t a : g.args) g.node(a).requested_device = host;
   const std::vector<PlacementDevice> devices =
       options.devices.empty() ? local_placement_devices() : std::move(options.devices);
   const PlacementResult placed = place(g, devices, {.allow_soft_placement = options.allow_soft_placement});
   for (const std::string& notice : placed.notices) std::cerr << "weft: " << notice << "\n";
+  // ... and fetches end there: a value made on another task is sent to the host by an Identity.
+  if (remote_ && !host.empty()) {
+    std::map<Endpoint, Endpoint> moved;
+    for (Endpoint& e : g.results) {
+      const Node& producer = g.node(e.node);
+      if (producer.assigned_device == host) continue;
+      auto [it, fresh] = moved.try_emplace(e);
+      if (fresh) {
+        const TensorMeta m = g.meta(e);
+        Node& id = g.add_node(op_registry().get("Identity"), {e}, {}, {m}, producer.name + "/to_host", producer.loc);
+        id.assigned_device = host;
+        it->second = {id.id, 0};
+      }
+      e = it->second;
+    }
+  }
   if (options.log_device_placement) std::cerr << placement_summary(g);
 
   graph_ = std::make_shared<GraphIR>(std::move(g));
@@ -112,7 +169,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   const std::string device = ids.empty() ? std::string() : global.node(ids.front()).assigned_device;
   bool one_device = true;
   for (int32_t id : ids) one_device &= global.node(id).assigned_device == device;
-  if (one_device) {
+  if (one_device && (!remote_ || device.empty() || remote_->is_local(device))) {
     ExecutorSpec es;
     for (int32_t a : global.args) es.feeds.push_back({a, 0});
     es.fetches = global.results;
@@ -122,7 +179,16 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   }
 
   PartitionResult p = partition(global, {.incarnation = process_incarnation()});
-  for (Partition& part : p.partitions) {
+  // Partition index -> index in parts_ (local ones), or -1 (another task's).
+  std::vector<int> local_index(p.partitions.size(), -1);
+  std::vector<Partition> remote_parts;
+  for (size_t i = 0; i < p.partitions.size(); ++i) {
+    Partition& part = p.partitions[i];
+    if (remote_ && !remote_->is_local(part.device)) {
+      remote_parts.push_back(std::move(part));
+      continue;
+    }
+    local_index[i] = static_cast<int>(parts_.size());
     auto pg = std::make_shared<const GraphIR>(std::move(part.graph));
     ExecutorSpec es;
     for (int32_t a : pg->args) es.feeds.push_back({a, 0});
@@ -132,6 +198,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     es.targets = all_run_nodes(*pg);
     parts_.push_back({part.device, std::make_unique<Executor>(std::move(pg), std::move(es))});
   }
+  if (!remote_parts.empty()) remote_graph_ = remote_->register_partitions(std::move(remote_parts));
   // Two devices each with a big node: their work can overlap, so the pool helps run the step.
   int partitions_with_big_nodes = 0;
   for (const Part& part : parts_) {
@@ -145,8 +212,14 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     partitions_with_big_nodes += big;
   }
   parallel_ = partitions_with_big_nodes >= 2;
-  for (const PartitionSlot& s : p.args) feed_slots_.push_back({s.partition, s.index});
-  for (const PartitionSlot& s : p.results) fetch_slots_.push_back({s.partition, s.index});
+  // Feeds and fetches are on local partitions: on the host in a cluster.
+  auto local_slot = [&](const PartitionSlot& s) {
+    const int local = local_index[static_cast<size_t>(s.partition)];
+    if (local < 0) throw Internal("[" + options.name + "] a feed or fetch was placed on another task");
+    return std::pair<int, int>{local, s.index};
+  };
+  for (const PartitionSlot& s : p.args) feed_slots_.push_back(local_slot(s));
+  for (const PartitionSlot& s : p.results) fetch_slots_.push_back(local_slot(s));
 }
 
 CompiledGraph::~CompiledGraph() = default;
@@ -161,8 +234,11 @@ std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> feeds) const {
 }
 
 std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> feeds) const {
-  if (parts_.size() == 1) return parts_[0].executor->run_checked_feeds(feeds);
+  if (parts_.size() == 1 && !remote_graph_) return parts_[0].executor->run_checked_feeds(feeds);
+  return run_partitioned(feeds);
+}
 
+std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds) const {
   std::vector<std::vector<Tensor>> part_feeds(parts_.size());
   for (size_t p = 0; p < parts_.size(); ++p)
     part_feeds[p].resize(parts_[p].executor->graph().args.size());
@@ -175,14 +251,41 @@ std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> fee
   std::vector<Executor::Part> parts;
   for (size_t p = 0; p < parts_.size(); ++p) parts.push_back({parts_[p].executor.get(), part_feeds[p], &part_fetches[p]});
 
-  LocalRendezvous& rendezvous = process_local_rendezvous();
-  const int64_t step = next_step_id();
+  Rendezvous& rendezvous = remote_ ? remote_->rendezvous() : process_local_rendezvous();
+  const int64_t step = remote_ ? remote_->next_step_id() : next_step_id();
   struct Cleanup {
-    LocalRendezvous& r;
+    Rendezvous& r;
     int64_t step;
     ~Cleanup() { r.cleanup_step(step); }
   } cleanup{rendezvous, step};
-  Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous, .parallel = parallel_});
+  if (!remote_graph_) {
+    Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous, .parallel = parallel_});
+  } else {
+    // The other tasks run their partitions meanwhile; the first error anywhere cancels `cancel`,
+    // which stops this task's part and tells the others to abort.
+    CancellationManager cancel;
+    remote_graph_->start_step(step, cancel);
+    std::exception_ptr local_error, remote_error;
+    try {
+      Executor::run_together(parts, {.step_id = step,
+                                     .rendezvous = &rendezvous,
+                                     .cancellation = &cancel,
+                                     .senders_in_process = false,
+                                     .parallel = parallel_});
+    } catch (...) {
+      local_error = std::current_exception();
+      cancel.cancel(local_error);
+    }
+    try {
+      remote_graph_->finish_step(step);
+    } catch (...) {
+      remote_error = std::current_exception();
+    }
+    // The error that came first, wherever it came from, is the one the caller sees.
+    if (std::exception_ptr first = cancel.error()) std::rethrow_exception(first);
+    if (local_error) std::rethrow_exception(local_error);
+    if (remote_error) std::rethrow_exception(remote_error);
+  }
 
   std::vector<Tensor> out;
   out.reserve(fetch_slots_.size());

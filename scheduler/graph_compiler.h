@@ -34,6 +34,37 @@
 
 namespace weft {
 
+class CancellationManager;
+class Rendezvous;
+struct Partition;
+
+// The partitions of one graph that other processes of a cluster run (cluster/ implements it).
+class RemoteGraph {
+ public:
+  virtual ~RemoteGraph() = default;
+  // Starts step `step_id` on every task holding a partition and returns at once. When a task
+  // reports an error, or is lost, `cancel` is cancelled with it (from another thread); when
+  // `cancel` is cancelled here, the tasks are told to abort the step.
+  virtual void start_step(int64_t step_id, CancellationManager& cancel) = 0;
+  // Waits until every task has answered for the step, bounded by the cluster's liveness check;
+  // rethrows the first task's error as its own class, naming the task.
+  virtual void finish_step(int64_t step_id) = 0;
+};
+
+// The other processes of a cluster, as the compiler sees them.
+class RemoteTasks {
+ public:
+  virtual ~RemoteTasks() = default;
+  // Whether a full device name is one of this process's devices.
+  virtual bool is_local(std::string_view device) const = 0;
+  // Where this process's Send and Recv meet those of the other tasks.
+  virtual Rendezvous& rendezvous() = 0;
+  // Ships the partitions of the other tasks to them, once.
+  virtual std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions) = 0;
+  // A step id no other step of the cluster uses.
+  virtual int64_t next_step_id() = 0;
+};
+
 struct CompileSpec {
   std::vector<Endpoint> feeds;    // run()'s arguments, in order
   std::vector<Endpoint> fetches;  // run()'s results, in order
@@ -47,6 +78,11 @@ struct CompileOptions {
   // Where nodes may go; empty: every device of this process (local_devices()).
   std::vector<PlacementDevice> devices;
   std::string name = "graph";         // for messages: "function 'train_step'", "Session"
+  // A cluster: `devices` are then the cluster's, partitions of other tasks run there, and feeds
+  // and fetches live on `host_device` (this process's CPU): fed placeholders are placed there
+  // and each fetch made elsewhere is sent there.
+  RemoteTasks* remote = nullptr;
+  std::string host_device;
 };
 
 // The candidates of local placement: every device of this process, with speeds by type.
@@ -80,6 +116,7 @@ class CompiledGraph {
     std::string device;
     std::unique_ptr<Executor> executor;
   };
+  std::vector<Tensor> run_partitioned(std::span<const Tensor> feeds) const;
 
   std::shared_ptr<GraphIR> graph_;
   std::vector<std::string> feed_names_;  // the fed tensors' names, for errors
@@ -87,6 +124,8 @@ class CompiledGraph {
   std::vector<Part> parts_;
   // Whether partitions have big nodes that may overlap on their devices (StepOptions::parallel).
   bool parallel_ = false;
+  RemoteTasks* remote_ = nullptr;             // a cluster's, or null
+  std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
   // Partitioned graphs only: where each global feed and fetch lives.
   std::vector<std::pair<int, int>> feed_slots_;   // (part, index in its feeds)
   std::vector<std::pair<int, int>> fetch_slots_;  // (part, index in its fetches)

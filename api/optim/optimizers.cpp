@@ -1,7 +1,9 @@
 #include "api/optim/optimizers.h"
 
 #include <cmath>
+#include <optional>
 
+#include "api/devices.h"
 #include "api/dispatch.h"
 #include "api/graph_builder.h"
 #include "api/ops/creation.h"
@@ -36,6 +38,9 @@ class OptimizerImpl {
     auto key = std::make_pair(var.id(), slot);
     auto it = slots_.find(key);
     if (it != slots_.end()) return it->second;
+    // A slot lives with its variable (its update reads both), as TensorFlow colocates them.
+    std::optional<DeviceScope> with_var;
+    if (!var.state()->device.empty()) with_var.emplace(var.state()->device);
     Variable s(zeros(var.shape(), var.dtype(), loc), var.name() + "/" + slot, /*trainable=*/false, loc);
     if (auto p = pending_.find(key); p != pending_.end()) {
       s.restore(p->second.second);

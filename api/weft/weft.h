@@ -9,6 +9,7 @@
 #include "api/checkpoint/checkpoint_manager.h"
 #include "api/control_flow.h"
 #include "api/devices.h"
+#include "cluster/cluster.h"
 #include "api/data/dataset.h"
 #include "api/data/idx.h"
 #include "api/dispatch.h"

@@ -1,0 +1,157 @@
+#include "cluster/cluster.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cluster/cluster_runtime.h"
+#include "cluster/task_server.h"
+#include "kernels/register_all.h"
+#include "runtime/device.h"
+
+namespace weft {
+
+namespace {
+
+ClusterRuntime* g_runtime = nullptr;  // this process's, once init has run; lives until exit
+
+// The chief, at exit: tells the tasks to leave their serve loops, then finalises MPI.
+void shut_down_at_exit() {
+  if (!g_runtime) return;
+  if (g_runtime->lost()) {
+    // A task is gone: finalising would wait for it. Ending the job makes every process that is
+    // left exit non-zero, which is what a lost task means.
+    std::cerr << "weft: a task of the cluster was lost; ending every process" << std::endl;
+    MPI_Abort(MPI_COMM_WORLD, 14);
+  }
+  g_runtime->shut_down_tasks();
+  // Give the shutdown messages a moment to leave before MPI is finalised.
+  delete g_runtime;
+  g_runtime = nullptr;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Every task's devices, by cluster name, gathered on the chief as JSON text (small: a line per
+// device). A collective at start-up: every task is at the same point, right after mpirun.
+std::vector<DeviceInfo> gather_devices(MPI_Comm comm, int rank, int size) {
+  nlohmann::json mine = nlohmann::json::array();
+  for (Device* d : local_devices())
+    mine.push_back({{"name", cluster_device_name(*d)},
+                    {"type", device_type_name(d->type())},
+                    {"memory", d->memory_bytes()},
+                    {"cores", d->cores()},
+                    {"description", d->description()}});
+  const std::string text = mine.dump();
+  int length = static_cast<int>(text.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[static_cast<size_t>(r)] = total;
+      total += lengths[static_cast<size_t>(r)];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm);
+  std::vector<DeviceInfo> out;
+  if (rank != 0) return out;
+  for (int r = 0; r < size; ++r) {
+    const auto list = nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                                                       static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+    for (const auto& d : list)
+      out.push_back({d.at("name").get<std::string>(), d.at("type").get<std::string>(), d.at("memory").get<int64_t>(),
+                     d.at("cores").get<int>(), d.at("description").get<std::string>()});
+  }
+  return out;
+}
+
+[[noreturn]] void fail_everywhere(const std::string& message) {
+  std::cerr << "weft: " << message << std::endl;
+  // Every task read the same spec and fails the same way: no task waits for another.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+  std::exit(1);
+}
+
+}  // namespace
+
+Cluster cluster_from_runtime(ClusterRuntime* runtime) {
+  Cluster c;
+  c.runtime_ = runtime;
+  return c;
+}
+
+int Cluster::num_tasks() const { return runtime_ ? runtime_->spec().num_tasks() : 1; }
+
+int Cluster::rank() const { return runtime_ ? runtime_->rank() : 0; }
+
+std::vector<std::string> Cluster::task_names() const {
+  if (!runtime_) return {local_task_name()};
+  std::vector<std::string> out;
+  for (int r = 0; r < runtime_->spec().num_tasks(); ++r) out.push_back(runtime_->task_name(r));
+  return out;
+}
+
+std::vector<DeviceInfo> Cluster::devices() const { return runtime_ ? runtime_->devices : local_device_infos(); }
+
+namespace cluster {
+
+Cluster init(int& argc, char**& argv) {
+  if (g_runtime) return cluster_from_runtime(g_runtime);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (!initialized) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  else MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE)
+    fail_everywhere("[cluster] MPI gives thread level " + std::to_string(provided) +
+                    "; weft needs MPI_THREAD_MULTIPLE (is this Open MPI built with thread support?)");
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  std::optional<ClusterSpec> spec;
+  try {
+    spec = ClusterSpec::from_command_line_or_environment(argc, argv);
+    if (!spec) spec = ClusterSpec::without_spec(size);
+    spec->check_process_count(size);
+  } catch (const Error& e) {
+    fail_everywhere(std::string(e.what()) + (rank == 0 ? "" : " (task rank " + std::to_string(rank) + ")"));
+  }
+  const TaskSpec& task = spec->task(rank);
+  set_local_task(task.job, task.index);
+  if (task.devices.logical_cpus && !local_devices_created()) set_logical_cpus(*task.devices.logical_cpus);
+  register_builtin_ops();
+
+  MPI_Comm control, data;
+  MPI_Comm_dup(MPI_COMM_WORLD, &control);
+  MPI_Comm_dup(MPI_COMM_WORLD, &data);
+  std::vector<DeviceInfo> devices = gather_devices(control, rank, size);
+  g_runtime = new ClusterRuntime(std::move(*spec), rank, control, data);
+  g_runtime->devices = std::move(devices);
+
+  if (rank != g_runtime->spec().chief_rank()) {
+    {
+      TaskServer server(*g_runtime);
+      server.serve();
+    }
+    delete g_runtime;
+    g_runtime = nullptr;
+    MPI_Finalize();
+    std::exit(0);
+  }
+  std::atexit(shut_down_at_exit);
+  return cluster_from_runtime(g_runtime);
+}
+
+}  // namespace cluster
+
+// For list_devices() on the chief: every task's devices (api/devices.cpp asks).
+const std::vector<DeviceInfo>* cluster_devices() { return g_runtime ? &g_runtime->devices : nullptr; }
+
+}  // namespace weft

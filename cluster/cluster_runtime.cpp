@@ -1,0 +1,318 @@
+#include "cluster/cluster_runtime.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cluster/messages.h"
+#include "cluster/proto/control.capnp.h"
+#include "runtime/cancellation.h"
+#include "runtime/device.h"
+#include "runtime/graph_format.h"
+#include "scheduler/passes/partition.h"
+
+namespace weft {
+
+// Who waits for replies of one (kind, id): the ranks still to answer, and the first error.
+struct ClusterRuntime::Waiter {
+  std::set<int> pending;
+  std::exception_ptr error;
+  CancellationManager* cancel = nullptr;  // steps: cancelled with the first error
+};
+
+ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
+    : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
+  rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); });
+  if (rank_ == spec_.chief_rank()) {
+    last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());
+    if (const char* t = std::getenv("WEFT_LIVENESS_TIMEOUT_MS")) liveness_timeout = std::chrono::milliseconds(std::atoll(t));
+    dispatcher_ = std::thread([this] { dispatch_replies(); });
+  }
+}
+
+ClusterRuntime::~ClusterRuntime() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  if (dispatcher_.joinable()) dispatcher_.join();
+  rendezvous_.reset();
+}
+
+std::string ClusterRuntime::host_device() const { return task_name(rank_) + "/device:CPU:0"; }
+
+std::vector<PlacementDevice> ClusterRuntime::placement_devices() const {
+  std::vector<PlacementDevice> out;
+  for (const DeviceInfo& d : devices) {
+    PlacementDevice p{.name = d.name, .type = d.type == "GPU" ? DeviceType::CUDA : DeviceType::CPU};
+    p.flops_per_second = d.type == "GPU" ? 5e13 : 5e10 * std::max(1, d.cores);
+    p.bytes_per_second = d.type == "GPU" ? 2e12 : 1e10 * std::max(1, d.cores);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void ClusterRuntime::send_request(int rank, const std::function<void(capnp::MessageBuilder&)>& build) {
+  capnp::MallocMessageBuilder message;
+  build(message);
+  channel_.send(rank, kRequestTag, message);
+}
+
+void ClusterRuntime::dispatch_replies() {
+  auto next_ping = std::chrono::steady_clock::now();
+  auto idle_since = std::chrono::steady_clock::now();
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    std::optional<ControlChannel::Message> m;
+    try {
+      m = channel_.try_receive(kReplyTag);
+      if (m) on_reply(m->source, *m);
+    } catch (const std::exception& e) {
+      // A damaged reply: the task that sent it is broken, which is as good as lost.
+      std::cerr << "weft: " << e.what() << "\n";
+      if (m) declare_lost(m->source);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (m) idle_since = now;
+    if (now >= next_ping) {
+      next_ping = now + std::chrono::seconds(1);
+      for (int r = 0; r < spec_.num_tasks(); ++r) {
+        if (r == rank_) continue;
+        send_request(r, [](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setPing(); });
+        bool silent;
+        {
+          std::lock_guard lock(mu_);
+          silent = !shut_down_ && now - last_heard_[static_cast<size_t>(r)] > liveness_timeout;
+        }
+        if (silent) declare_lost(r);
+      }
+    }
+    // Busy polling while replies come; then short sleeps, so an idle chief costs little.
+    if (!m) {
+      if (now - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+}
+
+void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message) {
+  ControlReader reader(message);
+  const proto::Reply::Reader reply = reader.root<proto::Reply>();
+  if (source <= 0 || source >= spec_.num_tasks())
+    throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
+  const int kind = static_cast<int>(reply.getKind());
+  const uint64_t id = reply.getKind() == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.getStepId())
+                                                                       : reply.getHandle();
+  std::exception_ptr error;
+  if (reply.getHasError()) error = error_from_proto(reply.getError(), task_name(source));
+  CancellationManager* cancel = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    last_heard_[static_cast<size_t>(source)] = std::chrono::steady_clock::now();
+    auto it = waiters_.find({kind, id});
+    if (it == waiters_.end()) return;  // a ping, or an answer nobody waits for any more
+    Waiter& w = *it->second;
+    if (!w.pending.erase(source)) return;  // a second answer from the same task: ignored
+    if (error && !w.error) {
+      w.error = error;
+      cancel = w.cancel;
+    }
+    if (w.pending.empty()) cv_.notify_all();
+  }
+  // Outside the lock: cancelling tells the other tasks to abort, through this same runtime.
+  if (cancel) cancel->cancel(error);
+}
+
+void ClusterRuntime::declare_lost(int rank) {
+  std::vector<CancellationManager*> cancels;
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mu_);
+    if (lost_) return;
+    lost_ = std::make_exception_ptr(Unavailable(
+        "[cluster] task " + task_name(rank) + " (rank " + std::to_string(rank) + ") is lost: it has not answered for " +
+        std::to_string(liveness_timeout.count()) + " ms (killed, crashed or out of memory?)"));
+    error = lost_;
+    for (auto& [key, w] : waiters_) {
+      if (!w->error) w->error = lost_;
+      if (w->cancel) cancels.push_back(w->cancel);
+    }
+    cv_.notify_all();
+  }
+  for (CancellationManager* c : cancels) c->cancel(error);
+}
+
+void ClusterRuntime::shut_down_tasks() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_ || rank_ != spec_.chief_rank()) return;
+    shut_down_ = true;
+  }
+  for (int r = 0; r < spec_.num_tasks(); ++r)
+    if (r != rank_) send_request(r, [](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setShutdown(); });
+  channel_.flush(std::chrono::seconds(5));  // bounded: a lost task never takes its message
+}
+
+// The partitions of one graph on the other tasks: one handle per task.
+class ClusterRuntime::Graph final : public RemoteGraph {
+ public:
+  Graph(ClusterRuntime& rt, std::vector<std::pair<int, uint64_t>> handles) : rt_(rt), handles_(std::move(handles)) {}
+  ~Graph() override {
+    for (const auto& [rank, handle] : handles_)
+      rt_.send_request(rank, [handle](capnp::MessageBuilder& b) {
+        b.initRoot<proto::Request>().initRelease().setHandle(handle);
+      });
+  }
+
+  void start_step(int64_t step_id, CancellationManager& cancel) override {
+    auto w = std::make_unique<Waiter>();
+    for (const auto& [rank, handle] : handles_) w->pending.insert(rank);
+    w->cancel = &cancel;
+    std::exception_ptr lost;
+    {
+      std::lock_guard lock(rt_.mu_);
+      lost = rt_.lost_;
+      if (lost) {
+        w->error = lost;
+        w->pending.clear();
+      } else {
+        rt_.waiters_[{static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)}] = w.get();
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      steps_[step_id] = std::move(w);
+      if (lost) tokens_[step_id] = {&cancel, kNoCancellationToken};
+    }
+    if (lost) {
+      cancel.cancel(lost);  // a lost task: the step cannot run
+      return;
+    }
+    for (const auto& [rank, handle] : handles_)
+      rt_.send_request(rank, [handle, step_id](capnp::MessageBuilder& b) {
+        auto run = b.initRoot<proto::Request>().initRunStep();
+        run.setHandle(handle);
+        run.setStepId(step_id);
+      });
+    // Whoever fails first (this task, another, the liveness check) makes every task stop.
+    const CancellationToken token = cancel.register_callback([this, step_id](const std::exception_ptr& e) {
+      for (const auto& [rank, handle] : handles_)
+        rt_.send_request(rank, [step_id, &e](capnp::MessageBuilder& b) {
+          auto abort = b.initRoot<proto::Request>().initAbortStep();
+          abort.setStepId(step_id);
+          error_to_proto(e, abort.initError());
+        });
+    });
+    std::lock_guard lock(mu_);
+    tokens_[step_id] = {&cancel, token};
+  }
+
+  void finish_step(int64_t step_id) override {
+    std::unique_ptr<Waiter> w;
+    std::pair<CancellationManager*, CancellationToken> token;
+    {
+      std::lock_guard lock(mu_);
+      w = std::move(steps_.at(step_id));
+      steps_.erase(step_id);
+      token = tokens_.at(step_id);
+      tokens_.erase(step_id);
+    }
+    {
+      std::unique_lock lock(rt_.mu_);
+      rt_.cv_.wait(lock, [&] { return w->pending.empty() || rt_.lost_; });
+      rt_.waiters_.erase({static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)});
+    }
+    if (token.second != kNoCancellationToken) token.first->deregister_callback(token.second);
+    if (w->error) std::rethrow_exception(w->error);
+    if (!w->pending.empty()) {
+      std::lock_guard lock(rt_.mu_);
+      std::rethrow_exception(rt_.lost_);
+    }
+  }
+
+ private:
+  ClusterRuntime& rt_;
+  std::vector<std::pair<int, uint64_t>> handles_;  // (rank, handle)
+  std::mutex mu_;
+  std::map<int64_t, std::unique_ptr<Waiter>> steps_;
+  std::map<int64_t, std::pair<CancellationManager*, CancellationToken>> tokens_;
+};
+
+// One Session's view of the cluster: its own session id, so the tasks keep its variables apart.
+class ClusterRuntime::SessionTasks final : public RemoteTasks {
+ public:
+  SessionTasks(ClusterRuntime& rt, uint64_t session) : rt_(rt), session_(session) {}
+  ~SessionTasks() override {
+    for (int r = 0; r < rt_.spec_.num_tasks(); ++r)
+      if (r != rt_.rank_)
+        rt_.send_request(r, [this](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setEndSession(session_); });
+  }
+
+  bool is_local(std::string_view device) const override { return rt_.spec_.rank_of(device) == rt_.rank_; }
+  Rendezvous& rendezvous() override { return rt_.rendezvous(); }
+  int64_t next_step_id() override {
+    std::lock_guard lock(rt_.mu_);
+    return rt_.next_step_++;
+  }
+
+  std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions) override {
+    std::map<int, std::vector<std::string>> by_rank;
+    for (const Partition& p : partitions) {
+      const int rank = rt_.spec_.rank_of(p.device);
+      if (rank < 0 || rank == rt_.rank_)
+        throw Internal("[cluster] partition for device '" + p.device + "', which no other task has");
+      by_rank[rank].push_back(encode_graph(p.graph));
+    }
+    uint64_t handle;
+    {
+      std::lock_guard lock(rt_.mu_);
+      handle = rt_.next_handle_++;
+    }
+    std::vector<int> ranks;
+    for (const auto& [rank, graphs] : by_rank) ranks.push_back(rank);
+    // One request per task, each with its own partitions: built per rank below.
+    Waiter w;
+    w.pending.insert(ranks.begin(), ranks.end());
+    const auto key = std::make_pair(static_cast<int>(proto::Reply::Kind::REGISTER), handle);
+    {
+      std::lock_guard lock(rt_.mu_);
+      if (rt_.lost_) std::rethrow_exception(rt_.lost_);
+      rt_.waiters_[key] = &w;
+    }
+    for (const auto& [rank, graphs] : by_rank)
+      rt_.send_request(rank, [&, rank = rank](capnp::MessageBuilder& b) {
+        auto reg = b.initRoot<proto::Request>().initRegister();
+        reg.setSession(session_);
+        reg.setHandle(handle);
+        auto list = reg.initPartitions(static_cast<unsigned>(by_rank[rank].size()));
+        for (size_t i = 0; i < by_rank[rank].size(); ++i) {
+          const std::string& bytes = by_rank[rank][i];
+          list.set(static_cast<unsigned>(i),
+                   capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+        }
+      });
+    {
+      std::unique_lock lock(rt_.mu_);
+      rt_.cv_.wait(lock, [&] { return w.pending.empty() || rt_.lost_; });
+      rt_.waiters_.erase(key);
+      if (w.error) std::rethrow_exception(w.error);
+      if (!w.pending.empty()) std::rethrow_exception(rt_.lost_);
+    }
+    std::vector<std::pair<int, uint64_t>> handles;
+    for (int r : ranks) handles.push_back({r, handle});
+    return std::make_unique<Graph>(rt_, std::move(handles));
+  }
+
+ private:
+  ClusterRuntime& rt_;
+  uint64_t session_;
+};
+
+std::unique_ptr<RemoteTasks> ClusterRuntime::session_tasks() {
+  std::lock_guard lock(mu_);
+  return std::make_unique<SessionTasks>(*this, next_session_++);
+}
+
+}  // namespace weft

@@ -1,0 +1,97 @@
+// The cluster runtime of one process: its task, the control channel, the MPI rendezvous, and
+//  - on the chief, what Sessions use to run graphs over the cluster (RemoteTasks for the graph
+//    compiler): partitions registered once per task, steps started and awaited, errors brought
+//    back as their own class naming the task, and liveness: every task is pinged each second and
+//    one silent for `liveness_timeout` is declared lost (Unavailable naming it), failing every
+//    step that waits for it;
+//  - on every other task, the serve loop (cluster/task_server.h).
+//
+// At 1000 tasks: a step is one small message to each task holding a partition and one answer
+// back; registration ships each task only its own partitions. The chief's fan-out is linear in
+// the tasks a graph touches, which is what a graph placed over them needs anyway; a graph that
+// touches few tasks costs few messages. (A tree of forwarders would cut the chief's share when
+// every step touches every task; data-parallel steps use collectives instead.)
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/device.h"
+#include "cluster/cluster_spec.h"
+#include "cluster/control_channel.h"
+#include "comm/mpi_rendezvous.h"
+#include "scheduler/graph_compiler.h"
+
+namespace weft {
+
+
+class ClusterRuntime {
+ public:
+  ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data);
+  ~ClusterRuntime();
+  ClusterRuntime(const ClusterRuntime&) = delete;
+  ClusterRuntime& operator=(const ClusterRuntime&) = delete;
+
+  const ClusterSpec& spec() const { return spec_; }
+  int rank() const { return rank_; }
+  std::string task_name(int rank) const { return spec_.task(rank).name(); }
+  ControlChannel& channel() { return channel_; }
+  Rendezvous& rendezvous() { return *rendezvous_; }
+
+  // Every task's devices, gathered by init (on the chief; this task's elsewhere).
+  std::vector<DeviceInfo> devices;
+
+  // Chief: the cluster as a Session's compiler sees it, for a new session id.
+  std::unique_ptr<RemoteTasks> session_tasks();
+  // Chief: this process's CPU by its cluster name, where feeds and fetches live.
+  std::string host_device() const;
+  // Chief: placement candidates, every device of every task.
+  std::vector<PlacementDevice> placement_devices() const;
+  // Chief: tells every task to exit and waits (bounded) for them to say so. Idempotent.
+  void shut_down_tasks();
+
+  // Chief only, for the session and graph objects below.
+  class SessionTasks;
+  class Graph;
+  struct Waiter;
+  void send_request(int rank, const std::function<void(capnp::MessageBuilder&)>& build);
+
+  // Whether a task was declared lost: the job cannot go on, and MPI_Finalize would wait for it.
+  bool lost() {
+    std::lock_guard lock(mu_);
+    return lost_ != nullptr;
+  }
+
+  std::chrono::milliseconds liveness_timeout{10000};
+
+ private:
+  void dispatch_replies();  // the chief's reply thread
+  void on_reply(int source, const ControlChannel::Message& message);
+  void declare_lost(int rank);
+
+  ClusterSpec spec_;
+  int rank_;
+  MPI_Comm control_, data_;
+  ControlChannel channel_;
+  std::unique_ptr<MpiRendezvous> rendezvous_;
+
+  // Chief only.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, uint64_t>, Waiter*> waiters_;  // (kind, id) -> who waits
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;  // per rank
+  std::exception_ptr lost_;  // set once a task is lost: every later wait fails with it
+  uint64_t next_session_ = 1, next_handle_ = 1;
+  int64_t next_step_ = 1;
+  bool stopping_ = false, shut_down_ = false;
+  std::thread dispatcher_;
+};
+
+}  // namespace weft

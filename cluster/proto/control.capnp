@@ -1,0 +1,65 @@
+@0xba334f1bc2442ff4;
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("weft::proto");
+# The cluster's control protocol (cluster/control_channel.h): the chief sends Requests to a task,
+# the task answers each with a Reply. Messages travel as unpacked Cap'n Proto messages over MPI,
+# on a communicator of their own (tensors travel on another, through the MPI rendezvous).
+# Messages are untrusted: every field is checked by its reader.
+#
+# Per step only RunStep (a handle and a step id) and its Reply travel: partitions are registered
+# once, and feeds and fetches move as tensors through Send and Recv.
+# Evolving: never renumber, retype or reuse a field; add after the last one.
+
+struct Request {
+  union {
+    register @0 :Register;      # ship a graph's partitions for this task, once
+    runStep @1 :RunStep;        # run registered partitions for one step
+    abortStep @2 :AbortStep;    # stop a running step (another task failed)
+    release @3 :Release;        # forget a registered graph
+    endSession @4 :UInt64;      # forget a session's variables
+    shutdown @5 :Void;          # the chief is done: leave the serve loop and exit
+    ping @6 :Void;              # liveness
+  }
+}
+
+struct Register {
+  session @0 :UInt64;           # variables are shared by every graph of a session
+  handle @1 :UInt64;            # chosen by the chief, unique in the job
+  partitions @2 :List(Data);    # each a graph file (runtime/graph_format.h), one per device
+}
+
+struct RunStep {
+  handle @0 :UInt64;
+  stepId @1 :Int64;
+}
+
+struct AbortStep {
+  stepId @0 :Int64;
+  error @1 :ErrorInfo;
+}
+
+struct Release {
+  handle @0 :UInt64;
+}
+
+struct ErrorInfo {
+  code @0 :UInt32;              # weft::ErrorCode
+  message @1 :Text;             # names the task, the node and the user's file:line
+}
+
+struct Reply {
+  # What is answered: the request's kind and, for a step, its id.
+  kind @0 :Kind;
+  stepId @1 :Int64;
+  handle @2 :UInt64;
+  error @3 :ErrorInfo;          # set when hasError
+  hasError @4 :Bool;
+
+  enum Kind {
+    register @0;
+    runStep @1;
+    release @2;
+    endSession @3;
+    ping @4;
+  }
+}

@@ -1,0 +1,275 @@
+#include "cluster/task_server.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "cluster/messages.h"
+#include "cluster/proto/control.capnp.h"
+#include "runtime/graph_format.h"
+
+namespace weft {
+
+namespace {
+
+using Store = std::map<std::string, std::shared_ptr<VariableState>, std::less<>>;
+
+// Points the graph's variables (and its subgraphs') at the session's: every graph of a session
+// reads and updates the same state, as one process's graphs share their VariableStates.
+void share_variables(GraphIR& g, Store& store) {
+  for (auto& [name, state] : g.variables) {
+    std::shared_ptr<VariableState>& shared = store[name];
+    if (!shared) shared = std::make_shared<VariableState>(*state);
+    state = shared;
+  }
+  for (int32_t id : g.node_ids()) {
+    Node& n = g.node(id);
+    std::vector<std::pair<std::string, GraphAttr>> rewritten;
+    for (const auto& [key, value] : n.attrs)
+      if (const GraphAttr* sub = std::get_if<GraphAttr>(&value); sub && *sub) {
+        auto copy = std::make_shared<GraphIR>(**sub);
+        share_variables(*copy, store);
+        rewritten.emplace_back(key, std::move(copy));
+      }
+    for (auto& [key, sub] : rewritten) n.attrs.set(key, GraphAttr(std::move(sub)));
+  }
+}
+
+std::vector<int32_t> run_nodes(const GraphIR& g) {
+  std::vector<int32_t> out;
+  for (int32_t id : g.node_ids())
+    if (g.node(id).type() != "Placeholder") out.push_back(id);
+  return out;
+}
+
+}  // namespace
+
+TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {}
+
+TaskServer::~TaskServer() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [step, running] : running_)
+      running->cancel.cancel(std::make_exception_ptr(Unavailable("[task " + task_ + "] shutting down")));
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void TaskServer::reply(const std::function<void(capnp::MessageBuilder&)>& build) {
+  capnp::MallocMessageBuilder message;
+  build(message);
+  rt_.channel().send(rt_.spec().chief_rank(), kReplyTag, message);
+}
+
+void TaskServer::post(std::function<void()> work) {
+  std::lock_guard lock(mu_);
+  work_.push_back(std::move(work));
+  if (idle_ > 0) {
+    work_cv_.notify_one();
+    return;
+  }
+  threads_.emplace_back([this] {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      ++idle_;
+      work_cv_.wait(lock, [&] { return stopping_ || !work_.empty(); });
+      --idle_;
+      if (work_.empty()) return;  // stopping
+      std::function<void()> next = std::move(work_.front());
+      work_.pop_front();
+      lock.unlock();
+      next();
+      lock.lock();
+    }
+  });
+}
+
+void TaskServer::serve() {
+  auto idle_since = std::chrono::steady_clock::now();
+  for (;;) {
+    std::optional<ControlChannel::Message> m;
+    try {
+      m = rt_.channel().try_receive(kRequestTag, rt_.spec().chief_rank());
+    } catch (const std::exception& e) {
+      std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
+      continue;
+    }
+    if (!m) {
+      // Polling at full speed while steps come keeps a step's round trip in microseconds; an
+      // idle task backs off to short sleeps.
+      if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    idle_since = std::chrono::steady_clock::now();
+    try {
+      ControlReader reader(*m);
+      if (reader.root<proto::Request>().isShutdown()) return;
+      handle(*m);
+    } catch (const std::exception& e) {
+      // A request that cannot be read is the chief's bug or damage on the way: say so, go on.
+      std::cerr << "weft: [task " << task_ << "] bad control message: " << e.what() << "\n";
+    } catch (const kj::Exception& e) {
+      std::cerr << "weft: [task " << task_ << "] bad control message: " << e.getDescription().cStr() << "\n";
+    }
+  }
+}
+
+void TaskServer::handle(const ControlChannel::Message& m) {
+  ControlReader reader(m);
+  const proto::Request::Reader request = reader.root<proto::Request>();
+  switch (request.which()) {
+    case proto::Request::REGISTER: {
+      const auto reg = request.getRegister();
+      std::vector<std::string> partitions;
+      for (capnp::Data::Reader d : reg.getPartitions())
+        partitions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
+      const uint64_t handle = reg.getHandle();
+      std::exception_ptr error;
+      try {
+        register_graph(reg.getSession(), handle, partitions);
+      } catch (...) {
+        error = error_at_task(std::current_exception(), task_);
+      }
+      reply([&](capnp::MessageBuilder& b) {
+        auto r = b.initRoot<proto::Reply>();
+        r.setKind(proto::Reply::Kind::REGISTER);
+        r.setHandle(handle);
+        if (error) {
+          r.setHasError(true);
+          error_to_proto(error, r.initError());
+        }
+      });
+      return;
+    }
+    case proto::Request::RUN_STEP:
+      start_step(request.getRunStep().getHandle(), request.getRunStep().getStepId());
+      return;
+    case proto::Request::ABORT_STEP: {
+      const auto abort = request.getAbortStep();
+      abort_step(abort.getStepId(), error_from_proto(abort.getError(), "chief"));
+      return;
+    }
+    case proto::Request::RELEASE: {
+      std::lock_guard lock(mu_);
+      graphs_.erase(request.getRelease().getHandle());
+      return;
+    }
+    case proto::Request::END_SESSION: {
+      std::lock_guard lock(mu_);
+      sessions_.erase(request.getEndSession());
+      return;
+    }
+    case proto::Request::PING:
+      reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
+      return;
+    case proto::Request::SHUTDOWN:
+      return;
+  }
+  throw InvalidArgument("[cluster] a request of an unknown kind (" + std::to_string(static_cast<int>(request.which())) +
+                        ")");
+}
+
+void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions) {
+  auto graph = std::make_shared<RegisteredGraph>();
+  graph->session = session;
+  std::lock_guard lock(mu_);
+  if (graphs_.contains(handle)) throw InvalidArgument("[cluster] graph handle " + std::to_string(handle) + " registered twice");
+  Store& store = sessions_[session];
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    GraphIR g = decode_graph(partitions[i], "partition " + std::to_string(i) + " of graph " + std::to_string(handle));
+    share_variables(g, store);
+    auto pg = std::make_shared<const GraphIR>(std::move(g));
+    ExecutorSpec spec;
+    for (int32_t a : pg->args) spec.feeds.push_back({a, 0});
+    spec.fetches = pg->results;
+    spec.targets = run_nodes(*pg);
+    if (!spec.feeds.empty() || !spec.fetches.empty())
+      throw InvalidArgument("[cluster] a task's partition must not have feeds or fetches (they live on the chief)");
+    graph->executors.push_back(std::make_unique<Executor>(std::move(pg), std::move(spec)));
+    graph->parallel |= graph->executors.back()->parallel();
+  }
+  graph->parallel |= graph->executors.size() > 1;
+  graphs_[handle] = std::move(graph);
+}
+
+void TaskServer::start_step(uint64_t handle, int64_t step_id) {
+  std::shared_ptr<const RegisteredGraph> graph;
+  std::exception_ptr early;
+  {
+    std::lock_guard lock(mu_);
+    auto it = graphs_.find(handle);
+    if (it != graphs_.end()) graph = it->second;
+    if (auto a = aborted_early_.find(step_id); a != aborted_early_.end()) {
+      early = a->second;
+      aborted_early_.erase(a);
+    }
+  }
+  auto answer = [this, step_id](const std::exception_ptr& error) {
+    reply([&](capnp::MessageBuilder& b) {
+      auto r = b.initRoot<proto::Reply>();
+      r.setKind(proto::Reply::Kind::RUN_STEP);
+      r.setStepId(step_id);
+      if (error) {
+        r.setHasError(true);
+        error_to_proto(error, r.initError());
+      }
+    });
+  };
+  if (!graph) {
+    answer(std::make_exception_ptr(
+        InvalidArgument("[task " + task_ + "] step " + std::to_string(step_id) + " names graph handle " +
+                        std::to_string(handle) + ", which is not registered here")));
+    return;
+  }
+  if (early) {
+    answer(early);
+    return;
+  }
+  post([this, graph, step_id, answer] {
+    RunningStep running;
+    {
+      std::lock_guard lock(mu_);
+      running_[step_id] = &running;
+    }
+    std::exception_ptr error;
+    try {
+      run_step(graph, step_id, running);
+    } catch (...) {
+      error = error_at_task(std::current_exception(), task_);
+    }
+    {
+      std::lock_guard lock(mu_);
+      running_.erase(step_id);
+    }
+    rt_.rendezvous().cleanup_step(step_id);
+    answer(error);
+  });
+}
+
+void TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running) {
+  std::vector<std::vector<Tensor>> fetches(graph->executors.size());
+  std::vector<Executor::Part> parts;
+  for (size_t i = 0; i < graph->executors.size(); ++i) parts.push_back({graph->executors[i].get(), {}, &fetches[i]});
+  Executor::run_together(parts, {.step_id = step_id,
+                                 .rendezvous = &rt_.rendezvous(),
+                                 .cancellation = &running.cancel,
+                                 .senders_in_process = false,
+                                 .parallel = graph->parallel});
+}
+
+void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
+  RunningStep* running = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(step_id);
+    if (it != running_.end()) running = it->second;
+    else if (aborted_early_.size() < 4096) aborted_early_[step_id] = error;
+    // (Cancelling under the lock keeps `running` alive: its thread erases it under the lock.)
+    if (running) running->cancel.cancel(error);
+  }
+  rt_.rendezvous().abort_step(step_id, error);
+}
+
+}  // namespace weft

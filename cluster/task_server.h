@@ -1,0 +1,72 @@
+// What every task but the chief does inside cluster::init: serve the chief's requests until it
+// says to shut down.
+//
+//   TaskServer server(runtime);
+//   server.serve();   // returns on Shutdown; the caller finalises MPI and exits
+//
+// Register decodes a graph's partitions for this task (validated like graph files), gives their
+// variables the session's shared state, and makes one executor per partition. RunStep runs them
+// as one step on a step thread (a new one when all are busy, so a step that waits for another
+// never holds up a third), with the MPI rendezvous, and answers ok or the error, which names this
+// task. AbortStep cancels a running step (or one whose RunStep has not come yet). Ping is
+// answered by the serve loop itself, so a task busy with a long kernel still answers.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/cluster_runtime.h"
+#include "runtime/cancellation.h"
+#include "scheduler/executor.h"
+
+namespace weft {
+
+class TaskServer {
+ public:
+  explicit TaskServer(ClusterRuntime& runtime);
+  ~TaskServer();
+  void serve();
+
+ private:
+  struct RegisteredGraph {
+    uint64_t session = 0;
+    std::vector<std::unique_ptr<Executor>> executors;
+    bool parallel = false;
+  };
+  struct RunningStep {
+    CancellationManager cancel;
+  };
+
+  void handle(const ControlChannel::Message& m);
+  void register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions);
+  void start_step(uint64_t handle, int64_t step_id);
+  void run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
+  void abort_step(int64_t step_id, std::exception_ptr error);
+  void reply(const std::function<void(capnp::MessageBuilder&)>& build);
+  void post(std::function<void()> work);
+
+  ClusterRuntime& rt_;
+  std::string task_;
+  std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<const RegisteredGraph>> graphs_;
+  std::map<uint64_t, std::map<std::string, std::shared_ptr<VariableState>, std::less<>>> sessions_;
+  std::map<int64_t, RunningStep*> running_;
+  std::map<int64_t, std::exception_ptr> aborted_early_;  // aborts that came before their RunStep
+  // Step threads: idle ones wait for work; a new one is made when none is idle.
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace weft

@@ -1,0 +1,12 @@
+#!/bin/bash
+# A spec that is wrong, or does not match the processes started: every task must print the error
+# and the job must end non-zero, without hanging (ctest's timeout bounds it).
+#   bad_spec_test.sh MPIEXEC PROGRAM SPEC NP EXPECTED_TEXT
+mpiexec=$1 program=$2 spec=$3 np=$4 expected=$5
+out=$("$mpiexec" --allow-run-as-root --oversubscribe -np "$np" -x WEFT_CLUSTER="$spec" "$program" 2>&1)
+rc=$?
+echo "$out"
+if [[ $rc -eq 0 ]]; then echo "FAIL: the job exited 0"; exit 1; fi
+count=$(grep -c -F -- "$expected" <<< "$out")
+if [[ $count -lt $np ]]; then echo "FAIL: $count of $np tasks printed '$expected'"; exit 1; fi
+echo "PASS: every task printed the error; exit status $rc"

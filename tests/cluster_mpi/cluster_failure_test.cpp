@@ -1,0 +1,52 @@
+// A task killed mid-step (SIGKILL, as the OOM killer does): the chief must report it as an
+// Unavailable naming the task within 15 seconds, and then every process must end. ctest runs this
+// under mpirun --enable-recovery (what weft-launch does), with 3 ranks and a 3 s liveness timeout;
+// rank 2 kills itself 1.5 s after start. The test passes when the chief prints its report.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "api/weft/weft.h"
+
+int main(int argc, char** argv) {
+  using namespace weft;
+  if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::atoi(r) == 2)
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ::kill(::getpid(), SIGKILL);
+    }).detach();
+  Cluster cluster = cluster::init(argc, argv);
+  Graph g;
+  Tensor out;
+  {
+    GraphScope scope(g);
+    Tensor x = placeholder(float32, {256, 256}, "x");
+    Tensor h;
+    {
+      DeviceScope on("/job:worker/task:1");
+      h = tanh(matmul(x, x));
+    }
+    DeviceScope on("/job:worker/task:2");
+    out = reduce_sum(matmul(h, h));
+  }
+  Session sess(g, cluster);
+  const Tensor x = random::uniform({256, 256}, -0.1, 0.1, 3);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (;;) (void)sess.run({{"x:0", x}}, {out});
+  } catch (const Unavailable& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string what = e.what();
+    const bool names_task = what.find("/job:worker/replica:0/task:2") != std::string::npos;
+    std::cout << (names_task && s < 15.0 ? "lost task reported" : "WRONG REPORT") << " after " << s << " s: " << what
+              << std::endl;
+    return names_task ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cout << "WRONG ERROR: " << e.what() << std::endl;
+    return 1;
+  }
+}

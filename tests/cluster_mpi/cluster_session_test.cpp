@@ -1,0 +1,164 @@
+// A cluster under mpirun (ctest starts 3 ranks): task 0 runs these tests, the other tasks serve
+// it inside cluster::init. Graphs placed over the tasks must give what one process gives.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "api/weft/weft.h"
+
+namespace weft {
+namespace {
+
+Cluster* g_cluster = nullptr;
+
+std::string worker(int task) { return "/job:worker/task:" + std::to_string(task); }
+
+TEST(Cluster, KnowsEveryTaskAndItsDevices) {
+  ASSERT_GE(g_cluster->num_tasks(), 3);
+  EXPECT_TRUE(g_cluster->is_chief());
+  const auto names = g_cluster->task_names();
+  EXPECT_EQ(names[0], "/job:worker/replica:0/task:0");
+  EXPECT_EQ(names[2], "/job:worker/replica:0/task:2");
+  std::set<std::string> devices;
+  for (const DeviceInfo& d : g_cluster->devices()) devices.insert(d.name);
+  for (int t = 0; t < g_cluster->num_tasks(); ++t)
+    EXPECT_TRUE(devices.contains("/job:worker/replica:0/task:" + std::to_string(t) + "/device:CPU:0")) << t;
+  EXPECT_EQ(list_devices().size(), g_cluster->devices().size());
+}
+
+// A two-layer model with layer 1 on task 1 and layer 2 on task 2, trained TF1-style. Its
+// initial values are seeded explicitly: an unseeded random op draws its seed from the sequence of
+// the process that runs it, which a cluster's tasks do not share.
+struct Model {
+  Graph g;
+  Tensor x, y, loss;
+  Operation train;
+  std::shared_ptr<optim::SGD> sgd = std::make_shared<optim::SGD>(0.1);
+};
+
+Model build_model(bool spread) {
+  Model m;
+  GraphScope scope(m.g);
+  m.x = placeholder(float32, {-1, 8}, "x");
+  m.y = placeholder(float32, {-1, 4}, "y");
+  std::vector<Variable> vars;
+  Tensor h, out;
+  {
+    DeviceScope on(spread ? worker(1) : "/cpu:0");
+    vars.emplace_back(random::uniform({8, 16}, -0.5, 0.5, /*seed=*/1), "w1");
+    vars.emplace_back(zeros({16}), "b1");
+  }
+  {
+    DeviceScope on(spread ? worker(2) : "/cpu:0");
+    vars.emplace_back(random::uniform({16, 4}, -0.5, 0.5, /*seed=*/2), "w2");
+    vars.emplace_back(zeros({4}), "b2");
+  }
+  GradientTape tape;
+  {
+    DeviceScope on(spread ? worker(1) : "/cpu:0");
+    h = tanh(matmul(m.x, vars[0].value()) + vars[1].value());
+  }
+  {
+    DeviceScope on(spread ? worker(2) : "/cpu:0");
+    out = matmul(h, vars[2].value()) + vars[3].value();
+  }
+  m.loss = identity(reduce_mean(square(out - m.y)), "loss");
+  m.train = m.sgd->apply_gradients(tape.gradient(m.loss, vars), vars);
+  return m;
+}
+
+TEST(Cluster, TrainingWithLayersOnTwoTasksGivesTheLossesOfOneProcess) {
+  std::vector<float> xv(32 * 8), yv(32 * 4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.3f * static_cast<float>(i));
+  for (size_t i = 0; i < yv.size(); ++i) yv[i] = std::cos(0.7f * static_cast<float>(i));
+  const Tensor xs = Tensor::from_host(float32, {32, 8}, xv.data());
+  const Tensor ys = Tensor::from_host(float32, {32, 4}, yv.data());
+
+  Model local = build_model(false);
+  Session one(local.g);
+  Model spread = build_model(true);
+  Session many(spread.g, *g_cluster);
+  for (int step = 0; step < 10; ++step) {
+    const float a = one.run({{local.x, xs}, {local.y, ys}}, {local.loss}, {local.train})[0].item<float>();
+    const float b = many.run({{spread.x, xs}, {spread.y, ys}}, {spread.loss}, {spread.train})[0].item<float>();
+    EXPECT_EQ(a, b) << "step " << step;
+  }
+  std::set<std::string> tasks;
+  for (const auto& [node, device] : many.placement()) tasks.insert(device.substr(0, device.find("/device:")));
+  EXPECT_TRUE(tasks.contains("/job:worker/replica:0/task:1") && tasks.contains("/job:worker/replica:0/task:2"));
+}
+
+TEST(Cluster, AKernelErrorOnATaskIsRaisedOnTheChiefNamingTaskAndLine) {
+  Graph g;
+  Tensor idx, out;
+  {
+    GraphScope scope(g);
+    idx = placeholder(int32, {2}, "idx");
+    Tensor table = constant(std::vector<float>{1, 2, 3, 4}, Shape{4});
+    Tensor rows;
+    {
+      DeviceScope on(worker(2));
+      rows = gather(table, idx);
+    }
+    DeviceScope on(worker(1));
+    out = rows * 2.f;
+  }
+  Session sess(g, *g_cluster);
+  const std::vector<int32_t> good_i = {3, 0}, bad_i = {1, 9};
+  const Tensor good = Tensor::from_host(int32, {2}, good_i.data()), bad = Tensor::from_host(int32, {2}, bad_i.data());
+  EXPECT_EQ(sess.run({{idx, good}}, {out})[0].to_vector<float>(), (std::vector<float>{8.f, 2.f}));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      (void)sess.run({{idx, bad}}, {out});
+      ADD_FAILURE() << "index 9 is out of range";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("task:2"), std::string::npos) << what;
+      EXPECT_NE(what.find("gather"), std::string::npos) << what;
+      EXPECT_NE(what.find("cluster_session_test.cpp"), std::string::npos) << what;
+    }
+    EXPECT_EQ(sess.run({{idx, good}}, {out})[0].to_vector<float>(), (std::vector<float>{8.f, 2.f}));
+  }
+}
+
+TEST(Cluster, FeedsFetchesControlEdgesAndVariablesAcrossTasks) {
+  Graph g;
+  Tensor x, a, b, total, bump, counter_now;
+  Variable counter;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {3}, "x");
+    {
+      DeviceScope on(worker(1));
+      counter = Variable(zeros({3}), "counter", /*trainable=*/false);
+      a = relu(x) + 1.f;
+    }
+    {
+      DeviceScope on(worker(2));
+      b = x * 3.f;
+      bump = counter.assign_add(b);
+    }
+    total = a + b;
+    counter_now = identity(counter.value(), "counter_now");
+  }
+  Session sess(g, *g_cluster);
+  const Tensor xs = constant({1.f, -2.f, 3.f});
+  auto out = sess.run({{x, xs}}, {a, b, total}, {bump});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2.f, 1.f, 4.f}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{3.f, -6.f, 9.f}));
+  EXPECT_EQ(out[2].to_vector<float>(), (std::vector<float>{5.f, -5.f, 13.f}));
+  (void)sess.run({{x, xs}}, {}, {bump});
+  EXPECT_EQ(sess.run({counter_now})[0].to_vector<float>(), (std::vector<float>{6.f, -12.f, 18.f}));
+}
+
+}  // namespace
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  weft::Cluster cluster = weft::cluster::init(argc, argv);  // the other tasks serve here
+  weft::g_cluster = &cluster;
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,114 @@
+// weft-launch: starts a weft program as a cluster, one process per task.
+//
+//   weft-launch -np 4 ./train --epochs 3            # 4 tasks on this machine
+//   weft-launch --cluster=spec.json ./train          # the spec's tasks, on the spec's hosts
+//   weft-launch --dry-run -np 2 ./train              # print the command instead of running it
+//
+// It runs mpirun (srun under Slurm, when SLURM_JOB_ID is set) with:
+//  - the process count (-np, or the spec's task count),
+//  - the hosts of the spec's addresses when they are not all this machine,
+//  - --oversubscribe when there are more processes than cores here, and --allow-run-as-root as
+//    root,
+//  - --enable-recovery, so that when a task dies mpirun does not kill the others at once: the
+//    chief's liveness check reports the lost task by name (an Unavailable) and every process
+//    then exits non-zero,
+//  - WEFT_CLUSTER=<spec> exported to every task.
+// Any error is one line, "weft-launch: error: ...", and a non-zero exit status.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cluster/cluster_spec.h"
+#include "runtime/error.h"
+#include "tools/tool_support.h"
+
+namespace weft::tools {
+namespace {
+
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 && host == name;
+}
+
+std::vector<std::string> launch_command(int np, const std::string& spec_path, const std::vector<std::string>& program) {
+  std::vector<std::string> hosts;
+  if (!spec_path.empty()) {
+    const ClusterSpec spec = ClusterSpec::load(spec_path);
+    if (np > 0 && np != spec.num_tasks())
+      throw InvalidArgument("-np " + std::to_string(np) + " contradicts " + spec_path + ", which has " +
+                            std::to_string(spec.num_tasks()) + " tasks; leave -np out");
+    np = spec.num_tasks();
+    bool all_here = true;
+    for (const TaskSpec& t : spec.tasks()) {
+      hosts.push_back(t.address.substr(0, t.address.rfind(':')));
+      all_here &= is_this_machine(hosts.back());
+    }
+    if (all_here) hosts.clear();
+  }
+  if (np < 1) throw InvalidArgument("give the number of tasks with -np N, or a spec with --cluster=FILE");
+  if (program.empty()) throw InvalidArgument("no program to launch");
+
+  std::vector<std::string> cmd;
+  const std::string spec_abs = spec_path.empty() ? "" : std::filesystem::absolute(spec_path).string();
+  if (std::getenv("SLURM_JOB_ID")) {
+    cmd = {"srun", "-n", std::to_string(np)};
+    if (!spec_abs.empty()) cmd.push_back("--export=ALL,WEFT_CLUSTER=" + spec_abs);
+  } else {
+    cmd = {"mpirun", "-np", std::to_string(np), "--enable-recovery"};
+    if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+    if (hosts.empty() && np > static_cast<int>(std::thread::hardware_concurrency())) cmd.push_back("--oversubscribe");
+    if (!hosts.empty()) {
+      // One slot per task on each host, in the spec's order (ranks follow it, chief first).
+      std::string list;
+      for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h;
+      cmd.insert(cmd.end(), {"--host", list});
+    }
+    if (!spec_abs.empty()) cmd.insert(cmd.end(), {"-x", "WEFT_CLUSTER=" + spec_abs});
+  }
+  cmd.insert(cmd.end(), program.begin(), program.end());
+  return cmd;
+}
+
+}  // namespace
+}  // namespace weft::tools
+
+int main(int argc, char** argv) {
+  using namespace weft::tools;
+  CLI::App app{"weft-launch: run a weft program as a cluster of processes (mpirun, or srun under Slurm)"};
+  int np = 0;
+  std::string spec;
+  bool dry_run = false;
+  app.add_option("-n,--np", np, "number of tasks (processes); -np N as with mpirun");
+  app.add_option("--cluster", spec, "cluster spec file (TF_CONFIG's shape)")->check(CLI::ExistingFile);
+  app.add_flag("--dry-run", dry_run, "print the command instead of running it");
+  app.prefix_command();  // the program and everything after it are passed on
+  app.footer("PROGRAM [ARGS...] follow the options.");
+  // mpirun's spelling, -np, is one option here too.
+  std::vector<std::string> spelled;
+  for (int i = 0; i < argc; ++i) spelled.push_back(std::strcmp(argv[i], "-np") == 0 ? "--np" : argv[i]);
+  std::vector<char*> args;
+  for (std::string& a : spelled) args.push_back(a.data());
+  return run_tool(app, argc, args.data(), [&] {
+    const std::vector<std::string> cmd = launch_command(np, spec, app.remaining());
+    if (dry_run) {
+      for (size_t i = 0; i < cmd.size(); ++i) std::cout << (i ? " " : "") << cmd[i];
+      std::cout << "\n";
+      return;
+    }
+    std::vector<char*> exec_args;
+    for (const std::string& a : cmd) exec_args.push_back(const_cast<char*>(a.c_str()));
+    exec_args.push_back(nullptr);
+    execvp(exec_args[0], exec_args.data());
+    throw weft::Unavailable("cannot start " + cmd[0] + ": " + std::strerror(errno));
+  });
+}
