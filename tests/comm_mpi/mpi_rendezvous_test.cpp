@@ -384,5 +384,16 @@ TEST_F(MpiRendezvousTest, DestroyedWithPendingRecvsFailsThem) {
   EXPECT_THROW(std::rethrow_exception(waiting.error), FailedPrecondition);
 }
 
+TEST_F(MpiRendezvousTest, ASendMadeJustBeforeDestructionStillArrives) {
+  auto rdv = make();
+  if (me_ == 0) {
+    rdv->send(key(0, 1, "last:0"), make_tensor(DType::Float64, {300}, 0, 1, 0));
+    rdv.reset();  // at once: the send may not have started yet
+    return;
+  }
+  if (me_ != 1) return;
+  expect_same(rdv->recv(key(0, 1, "last:0"), kWait).value, make_tensor(DType::Float64, {300}, 0, 1, 0), "last");
+}
+
 }  // namespace
 }  // namespace weft
