@@ -384,6 +384,23 @@ TEST_F(MpiRendezvousTest, DestroyedWithPendingRecvsFailsThem) {
   EXPECT_THROW(std::rethrow_exception(waiting.error), FailedPrecondition);
 }
 
+// The sender cannot know whether its peer already received a key; the receiver sees the second
+// arrival, and fails the step, saying so.
+TEST_F(MpiRendezvousTest, AKeySentTwiceToAPeerFailsTheStepThere) {
+  auto rdv = make();
+  Pending waiting;
+  if (me_ == 1) rdv->recv_async(key(0, 1, "w:0", 4), waiting.callback());
+  sync();
+  if (me_ == 0) {
+    rdv->send(key(0, 1, "dup:0", 4), make_tensor(DType::Int32, {1}, 0, 1, 0));
+    rdv->send(key(0, 1, "dup:0", 4), make_tensor(DType::Int32, {1}, 0, 1, 1));
+  }
+  if (me_ != 1) return;
+  ASSERT_TRUE(waiting.wait());
+  EXPECT_THROW(std::rethrow_exception(waiting.error), Internal);
+  EXPECT_NE(message_of(waiting.error).find("sent twice"), std::string::npos) << message_of(waiting.error);
+}
+
 TEST_F(MpiRendezvousTest, ASendMadeJustBeforeDestructionStillArrives) {
   auto rdv = make();
   if (me_ == 0) {
