@@ -3,7 +3,6 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
