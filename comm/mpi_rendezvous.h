@@ -45,7 +45,10 @@ class MpiRendezvous final : public Rendezvous {
  public:
   // `comm` is the communicator for tensors only (the caller dups it from its world, apart from
   // control traffic); it must outlive this object. `rank_of(device)` is the rank of the task
-  // owning a full device name, or -1 when no task owns it (InvalidArgument on send and recv).
+  // owning a full device name, or -1 when no task owns it (InvalidArgument on send and recv); it
+  // is also called on the progress thread (to check arriving keys), so it must be thread-safe.
+  // The communicator's error handler is set to MPI_ERRORS_RETURN, so that a damaged message from
+  // a peer becomes an error here rather than the end of the process.
   MpiRendezvous(MPI_Comm comm, std::function<int(std::string_view device)> rank_of,
                 MpiRendezvousOptions options = {});
   // Stops the progress thread; pending recvs fail with FailedPrecondition; pending sends to peers

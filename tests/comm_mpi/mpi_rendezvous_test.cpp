@@ -384,5 +384,33 @@ TEST_F(MpiRendezvousTest, DestroyedWithPendingRecvsFailsThem) {
   EXPECT_THROW(std::rethrow_exception(waiting.error), FailedPrecondition);
 }
 
+// The sender cannot know whether its peer already received a key; the receiver sees the second
+// arrival, and fails the step, saying so.
+TEST_F(MpiRendezvousTest, AKeySentTwiceToAPeerFailsTheStepThere) {
+  auto rdv = make();
+  Pending waiting;
+  if (me_ == 1) rdv->recv_async(key(0, 1, "w:0", 4), waiting.callback());
+  sync();
+  if (me_ == 0) {
+    rdv->send(key(0, 1, "dup:0", 4), make_tensor(DType::Int32, {1}, 0, 1, 0));
+    rdv->send(key(0, 1, "dup:0", 4), make_tensor(DType::Int32, {1}, 0, 1, 1));
+  }
+  if (me_ != 1) return;
+  ASSERT_TRUE(waiting.wait());
+  EXPECT_THROW(std::rethrow_exception(waiting.error), Internal);
+  EXPECT_NE(message_of(waiting.error).find("sent twice"), std::string::npos) << message_of(waiting.error);
+}
+
+TEST_F(MpiRendezvousTest, ASendMadeJustBeforeDestructionStillArrives) {
+  auto rdv = make();
+  if (me_ == 0) {
+    rdv->send(key(0, 1, "last:0"), make_tensor(DType::Float64, {300}, 0, 1, 0));
+    rdv.reset();  // at once: the send may not have started yet
+    return;
+  }
+  if (me_ != 1) return;
+  expect_same(rdv->recv(key(0, 1, "last:0"), kWait).value, make_tensor(DType::Float64, {300}, 0, 1, 0), "last");
+}
+
 }  // namespace
 }  // namespace weft
