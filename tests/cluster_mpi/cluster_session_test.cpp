@@ -153,6 +153,35 @@ TEST(Cluster, FeedsFetchesControlEdgesAndVariablesAcrossTasks) {
   EXPECT_EQ(sess.run({counter_now})[0].to_vector<float>(), (std::vector<float>{6.f, -12.f, 18.f}));
 }
 
+TEST(Cluster, EveryTaskTakesPartInOneStep) {
+  Graph g;
+  Tensor x, total;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {2}, "x");
+    total = x;
+    for (int t = 1; t < g_cluster->num_tasks(); ++t) {
+      Tensor part;
+      {
+        DeviceScope on(worker(t));
+        part = x * static_cast<float>(t);
+      }
+      total = total + part;  // on the chief: each task's part comes back over MPI
+    }
+  }
+  Session sess(g, *g_cluster);
+  const int n = g_cluster->num_tasks();
+  const float scale = 1.f + static_cast<float>(n * (n - 1) / 2);
+  for (int step = 0; step < 20; ++step) {
+    const float v = static_cast<float>(step);
+    EXPECT_EQ(sess.run({{x, constant({v, -v})}}, {total})[0].to_vector<float>(),
+              (std::vector<float>{scale * v, -scale * v}));
+  }
+  std::set<std::string> tasks;
+  for (const auto& [node, device] : sess.placement()) tasks.insert(device.substr(0, device.find("/device:")));
+  EXPECT_EQ(static_cast<int>(tasks.size()), n);
+}
+
 }  // namespace
 }  // namespace weft
 
