@@ -22,9 +22,10 @@ struct ClusterRuntime::Waiter {
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
     : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
   rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); });
+  if (const char* t = std::getenv("WEFT_LIVENESS_TIMEOUT_MS"); t && std::atoll(t) > 0)
+    liveness_timeout = std::chrono::milliseconds(std::atoll(t));
   if (rank_ == spec_.chief_rank()) {
     last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());
-    if (const char* t = std::getenv("WEFT_LIVENESS_TIMEOUT_MS")) liveness_timeout = std::chrono::milliseconds(std::atoll(t));
     dispatcher_ = std::thread([this] { dispatch_replies(); });
   }
 }

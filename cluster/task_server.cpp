@@ -87,6 +87,7 @@ void TaskServer::post(std::function<void()> work) {
 
 void TaskServer::serve() {
   auto idle_since = std::chrono::steady_clock::now();
+  auto heard_from_chief = idle_since;
   for (;;) {
     std::optional<ControlChannel::Message> m;
     try {
@@ -96,13 +97,20 @@ void TaskServer::serve() {
       continue;
     }
     if (!m) {
+      // The chief pings every second: silence means it died (under mpirun --enable-recovery
+      // nothing else would end this process), so the job is ended, non-zero, by name.
+      if (std::chrono::steady_clock::now() - heard_from_chief > rt_.liveness_timeout) {
+        std::cerr << "weft: [task " << task_ << "] the chief has not been heard from for "
+                  << rt_.liveness_timeout.count() << " ms; ending the job" << std::endl;
+        MPI_Abort(MPI_COMM_WORLD, 14);
+      }
       // Polling at full speed while steps come keeps a step's round trip in microseconds; an
       // idle task backs off to short sleeps.
       if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
-    idle_since = std::chrono::steady_clock::now();
+    idle_since = heard_from_chief = std::chrono::steady_clock::now();
     try {
       ControlReader reader(*m);
       if (reader.root<proto::Request>().isShutdown()) return;

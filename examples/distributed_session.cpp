@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   Cluster cluster = cluster::init(argc, argv);  // tasks other than the chief serve from here
   std::cout << "cluster of " << cluster.num_tasks() << " tasks:\n";
   for (const DeviceInfo& d : cluster.devices()) std::cout << "  " << d.name << "\n";
-  auto task = [&](int t) { return "/job:worker/task:" + std::to_string(t % cluster.num_tasks()); };
+  // Task t by its full name ("/job:worker/replica:0/task:1"), whatever jobs the spec has.
+  auto task = [&](int t) { return cluster.task_names()[static_cast<size_t>(t % cluster.num_tasks())]; };
 
   // y = sin(x0) + cos(x1) on a grid, learnt by a two-layer MLP.
   std::vector<float> xv, yv;

@@ -61,7 +61,7 @@ void keep_needed(GraphIR& g, const std::vector<int32_t>& targets) {
 // there, as TensorFlow runs a resource's ops on the resource's device: a later request (an
 // assignment made under another DeviceScope) cannot split it. Run before pruning, on the whole
 // graph, for that reason.
-void pin_variables(GraphIR& g, const std::string& host) {
+void pin_variables(GraphIR& g, const std::string& host, const std::vector<PlacementDevice>& devices) {
   std::map<std::string, std::string, std::less<>> home;
   std::set<std::string, std::less<>> created_somewhere;
   for (const auto& [name, state] : g.variables)
@@ -76,6 +76,15 @@ void pin_variables(GraphIR& g, const std::string& host) {
     if (!var || !std::holds_alternative<std::string>(*var)) continue;
     std::string& where = home[std::get<std::string>(*var)];
     if (where.empty()) where = n.requested_device;
+  }
+  // A home that names no device (a task the cluster does not have) would be soft-placed anew by
+  // each plan's cost model; the host (or, alone, placement's own choice) keeps it in one place.
+  for (auto& [name, where] : home) {
+    if (where.empty()) continue;
+    const DeviceSpec want = DeviceSpec::parse(where);
+    bool exists = false;
+    for (const PlacementDevice& d : devices) exists |= want.matches(DeviceSpec::parse(d.name));
+    if (!exists) where = host;
   }
   for (int32_t id : ids) {
     Node& n = g.node(id);
@@ -126,7 +135,8 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   for (int32_t t : spec.targets)
     if (!g.alive(t)) throw InvalidArgument("[" + options.name + "] target node id " + std::to_string(t) + " is not in the graph");
 
-  pin_variables(g, options.remote ? options.host_device : std::string());
+  if (options.devices.empty()) options.devices = local_placement_devices();
+  pin_variables(g, options.remote ? options.host_device : std::string(), options.devices);
   g.args = feeds_to_args(g, spec.feeds);
   g.results = spec.fetches;
   std::vector<int32_t> targets = spec.targets;
@@ -141,8 +151,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   // In a cluster the caller's tensors live on the host: feeds start there.
   if (remote_ && !host.empty())
     for (int32_t a : g.args) g.node(a).requested_device = host;
-  const std::vector<PlacementDevice> devices =
-      options.devices.empty() ? local_placement_devices() : std::move(options.devices);
+  const std::vector<PlacementDevice> devices = std::move(options.devices);
   const PlacementResult placed = place(g, devices, {.allow_soft_placement = options.allow_soft_placement});
   for (const std::string& notice : placed.notices) std::cerr << "weft: " << notice << "\n";
   // ... and fetches end there: a value made on another task is sent to the host by an Identity.
