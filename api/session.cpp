@@ -130,6 +130,7 @@ CompileOptions Session::compile_options() const {
     o.devices = rt.placement_devices();
     o.remote = remote_.get();
     o.host_device = rt.host_device();
+    o.step_timeout = std::chrono::milliseconds(options_.operation_timeout_ms);
   }
   return o;
 }

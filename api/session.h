@@ -68,6 +68,10 @@ struct SessionOptions {
   bool log_device_placement = false;
   // Off: a node whose requested device cannot run it is an error instead of a notice.
   bool allow_soft_placement = true;
+  // In a cluster: a step still running after this many milliseconds is cancelled everywhere and
+  // raised as DeadlineExceeded naming the tasks still running (TensorFlow's
+  // operation_timeout_in_ms). 0: no deadline (a lost task is still reported by liveness).
+  int64_t operation_timeout_ms = 0;
 };
 
 class Session {

@@ -17,6 +17,9 @@ struct ClusterRuntime::Waiter {
   std::set<int> pending;
   std::exception_ptr error;
   CancellationManager* cancel = nullptr;  // steps: cancelled with the first error
+  int64_t step_id = -1;                   // steps: which, for the deadline's message
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::chrono::milliseconds timeout{0};
 };
 
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
@@ -77,6 +80,7 @@ void ClusterRuntime::dispatch_replies() {
     }
     const auto now = std::chrono::steady_clock::now();
     if (m) idle_since = now;
+    check_deadlines(now);
     if (now >= next_ping) {
       next_ping = now + std::chrono::seconds(1);
       for (int r = 0; r < spec_.num_tasks(); ++r) {
@@ -126,6 +130,27 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
   if (cancel) cancel->cancel(error);
 }
 
+void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) {
+  std::vector<std::pair<CancellationManager*, std::exception_ptr>> expired;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, w] : waiters_) {
+      if (now < w->deadline || w->pending.empty()) continue;
+      std::string running;
+      for (int r : w->pending) running += (running.empty() ? "" : ", ") + task_name(r);
+      std::exception_ptr e = std::make_exception_ptr(DeadlineExceeded(
+          "[cluster] step " + std::to_string(w->step_id) + " passed its deadline of " +
+          std::to_string(w->timeout.count()) + " ms; still running: " + running));
+      if (!w->error) w->error = e;
+      w->pending.clear();  // their answers, if they come, are for nobody now
+      w->deadline = std::chrono::steady_clock::time_point::max();
+      if (w->cancel) expired.emplace_back(w->cancel, w->error);
+    }
+    if (!expired.empty()) cv_.notify_all();
+  }
+  for (auto& [cancel, e] : expired) cancel->cancel(e);
+}
+
 void ClusterRuntime::declare_lost(int rank) {
   std::vector<CancellationManager*> cancels;
   std::exception_ptr error;
@@ -167,10 +192,15 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       });
   }
 
-  void start_step(int64_t step_id, CancellationManager& cancel) override {
+  void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout) override {
     auto w = std::make_unique<Waiter>();
     for (const auto& [rank, handle] : handles_) w->pending.insert(rank);
     w->cancel = &cancel;
+    w->step_id = step_id;
+    if (timeout.count() > 0) {
+      w->timeout = timeout;
+      w->deadline = std::chrono::steady_clock::now() + timeout;
+    }
     std::exception_ptr lost;
     {
       std::lock_guard lock(rt_.mu_);

@@ -75,6 +75,7 @@ class ClusterRuntime {
   void dispatch_replies();  // the chief's reply thread
   void on_reply(int source, const ControlChannel::Message& message);
   void declare_lost(int rank);
+  void check_deadlines(std::chrono::steady_clock::time_point now);
 
   ClusterSpec spec_;
   int rank_;

@@ -34,13 +34,6 @@ void share_variables(GraphIR& g, Store& store) {
   }
 }
 
-std::vector<int32_t> run_nodes(const GraphIR& g) {
-  std::vector<int32_t> out;
-  for (int32_t id : g.node_ids())
-    if (g.node(id).type() != "Placeholder") out.push_back(id);
-  return out;
-}
-
 }  // namespace
 
 TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {}
@@ -188,14 +181,9 @@ void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::ve
   for (size_t i = 0; i < partitions.size(); ++i) {
     GraphIR g = decode_graph(partitions[i], "partition " + std::to_string(i) + " of graph " + std::to_string(handle));
     share_variables(g, store);
-    auto pg = std::make_shared<const GraphIR>(std::move(g));
-    ExecutorSpec spec;
-    for (int32_t a : pg->args) spec.feeds.push_back({a, 0});
-    spec.fetches = pg->results;
-    spec.targets = run_nodes(*pg);
-    if (!spec.feeds.empty() || !spec.fetches.empty())
+    if (!g.args.empty() || !g.results.empty())
       throw InvalidArgument("[cluster] a task's partition must not have feeds or fetches (they live on the chief)");
-    graph->executors.push_back(std::make_unique<Executor>(std::move(pg), std::move(spec)));
+    graph->executors.push_back(partition_executor(std::make_shared<const GraphIR>(std::move(g))));
     graph->parallel |= graph->executors.back()->parallel();
   }
   graph->parallel |= graph->executors.size() > 1;

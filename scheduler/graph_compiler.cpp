@@ -97,15 +97,17 @@ void pin_variables(GraphIR& g, const std::string& host, const std::vector<Placem
   }
 }
 
-// Every node but the placeholders (fed, not run; one left unfed is found through its readers).
-std::vector<int32_t> all_run_nodes(const GraphIR& g) {
-  std::vector<int32_t> out;
-  for (int32_t id : g.node_ids())
-    if (g.node(id).type() != "Placeholder") out.push_back(id);
-  return out;
-}
-
 }  // namespace
+
+std::unique_ptr<Executor> partition_executor(std::shared_ptr<const GraphIR> partition) {
+  ExecutorSpec es;
+  for (int32_t a : partition->args) es.feeds.push_back({a, 0});
+  es.fetches = partition->results;
+  // Every node but the placeholders (fed, not run; one left unfed is found through its readers).
+  for (int32_t id : partition->node_ids())
+    if (partition->node(id).type() != "Placeholder") es.targets.push_back(id);
+  return std::make_unique<Executor>(std::move(partition), std::move(es));
+}
 
 std::vector<PlacementDevice> local_placement_devices() {
   std::vector<PlacementDevice> out;
@@ -147,6 +149,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   }
 
   remote_ = options.remote;
+  step_timeout_ = options.step_timeout;
   const std::string& host = options.host_device;
   // In a cluster the caller's tensors live on the host: feeds start there.
   if (remote_ && !host.empty())
@@ -199,13 +202,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     }
     local_index[i] = static_cast<int>(parts_.size());
     auto pg = std::make_shared<const GraphIR>(std::move(part.graph));
-    ExecutorSpec es;
-    for (int32_t a : pg->args) es.feeds.push_back({a, 0});
-    es.fetches = pg->results;
-    // Step 2 kept only needed nodes: every node of a partition is needed by its results, by a
-    // target, or by a Send feeding another partition.
-    es.targets = all_run_nodes(*pg);
-    parts_.push_back({part.device, std::make_unique<Executor>(std::move(pg), std::move(es))});
+    parts_.push_back({part.device, partition_executor(std::move(pg))});
   }
   if (!remote_parts.empty()) remote_graph_ = remote_->register_partitions(std::move(remote_parts));
   // Two devices each with a big node: their work can overlap, so the pool helps run the step.
@@ -273,7 +270,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
     // The other tasks run their partitions meanwhile; the first error anywhere cancels `cancel`,
     // which stops this task's part and tells the others to abort.
     CancellationManager cancel;
-    remote_graph_->start_step(step, cancel);
+    remote_graph_->start_step(step, cancel, step_timeout_);
     std::exception_ptr local_error, remote_error;
     try {
       Executor::run_together(parts, {.step_id = step,

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <span>
@@ -44,8 +45,10 @@ class RemoteGraph {
   virtual ~RemoteGraph() = default;
   // Starts step `step_id` on every task holding a partition and returns at once. When a task
   // reports an error, or is lost, `cancel` is cancelled with it (from another thread); when
-  // `cancel` is cancelled here, the tasks are told to abort the step.
-  virtual void start_step(int64_t step_id, CancellationManager& cancel) = 0;
+  // `cancel` is cancelled here, the tasks are told to abort the step. A `timeout` above zero is
+  // the step's deadline: past it, the step is cancelled with DeadlineExceeded naming the tasks
+  // still running, and finish_step stops waiting for them.
+  virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout) = 0;
   // Waits until every task has answered for the step, bounded by the cluster's liveness check;
   // rethrows the first task's error as its own class, naming the task.
   virtual void finish_step(int64_t step_id) = 0;
@@ -83,6 +86,8 @@ struct CompileOptions {
   // and each fetch made elsewhere is sent there.
   RemoteTasks* remote = nullptr;
   std::string host_device;
+  // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms).
+  std::chrono::milliseconds step_timeout{0};
 };
 
 // The candidates of local placement: every device of this process, with speeds by type.
@@ -125,11 +130,16 @@ class CompiledGraph {
   // Whether partitions have big nodes that may overlap on their devices (StepOptions::parallel).
   bool parallel_ = false;
   RemoteTasks* remote_ = nullptr;             // a cluster's, or null
+  std::chrono::milliseconds step_timeout_{0};
   std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
   // Partitioned graphs only: where each global feed and fetch lives.
   std::vector<std::pair<int, int>> feed_slots_;   // (part, index in its feeds)
   std::vector<std::pair<int, int>> fetch_slots_;  // (part, index in its fetches)
 };
+
+// The executor of one partition. Step 2 kept only needed nodes, so every node of a partition is
+// needed by its results, by a target, or by a Send feeding another partition: all of them run.
+std::unique_ptr<Executor> partition_executor(std::shared_ptr<const GraphIR> partition);
 
 // A function body compiled to be called: its args are the feeds, its results the fetches, and
 // every node with a side effect a target.

@@ -182,6 +182,29 @@ TEST(Cluster, EveryTaskTakesPartInOneStep) {
   EXPECT_EQ(static_cast<int>(tasks.size()), n);
 }
 
+TEST(Cluster, AStepPastItsDeadlineNamesTheTasksStillRunning) {
+  Graph g;
+  Tensor x, out;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {384, 384}, "x");
+    DeviceScope on(worker(2));
+    Tensor h = x;
+    for (int i = 0; i < 40; ++i) h = tanh(matmul(h, x));  // ~40 x 113 MFLOP on task 2
+    out = reduce_sum(h);
+  }
+  Session sess(g, *g_cluster, {.operation_timeout_ms = 5});
+  const Tensor xs = random::uniform({384, 384}, -0.05, 0.05, 5);
+  try {
+    (void)sess.run({{x, xs}}, {out});
+    ADD_FAILURE() << "the step cannot finish in 5 ms";
+  } catch (const DeadlineExceeded& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("deadline of 5 ms"), std::string::npos) << what;
+    EXPECT_NE(what.find("still running: /job:worker/replica:0/task:2"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace weft
 
