@@ -103,15 +103,12 @@ void ClusterRuntime::dispatch_replies() {
 }
 
 void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message) {
-  ControlReader reader(message);
-  const proto::Reply::Reader reply = reader.root<proto::Reply>();
   if (source <= 0 || source >= spec_.num_tasks())
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
-  const int kind = static_cast<int>(reply.getKind());
-  const uint64_t id = reply.getKind() == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.getStepId())
-                                                                       : reply.getHandle();
-  std::exception_ptr error;
-  if (reply.getHasError()) error = error_from_proto(reply.getError(), task_name(source));
+  const ControlReply reply = decode_reply(message.words, task_name(source));
+  const int kind = static_cast<int>(reply.kind);
+  const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
+  const std::exception_ptr error = reply.error;
   CancellationManager* cancel = nullptr;
   {
     std::lock_guard lock(mu_);

@@ -79,8 +79,4 @@ std::optional<ControlChannel::Message> ControlChannel::try_receive(int tag, int 
   return m;
 }
 
-ControlReader::ControlReader(const ControlChannel::Message& m)
-    : reader_(kj::ArrayPtr<const capnp::word>(m.words.data(), m.words.size()),
-              capnp::ReaderOptions{.traversalLimitInWords = 4 * m.words.size() + 1024, .nestingLimit = 16}) {}
-
 }  // namespace weft

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include <capnp/message.h>
-#include <capnp/serialize.h>
 #include <mpi.h>
 
 namespace weft {
@@ -61,19 +60,6 @@ class ControlChannel {
   MPI_Comm comm_;
   std::mutex mu_;
   std::list<Pending> pending_;  // sends MPI has not completed yet
-};
-
-// Reads a received message; traversal bounded by its size, like graph files.
-class ControlReader {
- public:
-  explicit ControlReader(const ControlChannel::Message& m);
-  template <class T>
-  typename T::Reader root() {
-    return reader_.getRoot<T>();
-  }
-
- private:
-  capnp::FlatArrayMessageReader reader_;
 };
 
 }  // namespace weft

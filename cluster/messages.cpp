@@ -1,8 +1,26 @@
 #include "cluster/messages.h"
 
+#include <capnp/serialize.h>
+
 #include "runtime/error.h"
 
 namespace weft {
+
+namespace {
+
+// Bounds one message's traversal by its own size, like graph files: a message cannot make its
+// reader walk more than a few times its bytes, nor nest deeper than the protocol does.
+capnp::ReaderOptions bounded(std::span<const capnp::word> words) {
+  return {.traversalLimitInWords = 4 * words.size() + 1024, .nestingLimit = 16};
+}
+
+constexpr size_t kMaxPartitions = 1 << 16;
+
+[[noreturn]] void damaged(const std::string& sender, const std::string& why) {
+  throw InvalidArgument("[cluster] damaged control message from " + sender + ": " + why);
+}
+
+}  // namespace
 
 namespace {
 
@@ -66,6 +84,74 @@ std::exception_ptr error_at_task(const std::exception_ptr& error, const std::str
     return make_error(ErrorCode::kInternal, "[task " + task + "] " + e.what());
   } catch (...) {
     return make_error(ErrorCode::kInternal, "[task " + task + "] unknown exception");
+  }
+}
+
+ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender) {
+  if (words.empty()) damaged(sender, "empty");
+  try {
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), bounded(words));
+    const proto::Request::Reader r = reader.getRoot<proto::Request>();
+    ControlRequest out;
+    switch (r.which()) {
+      case proto::Request::REGISTER: {
+        const auto reg = r.getRegister();
+        out.kind = ControlRequest::Kind::kRegister;
+        out.session = reg.getSession();
+        out.handle = reg.getHandle();
+        const auto parts = reg.getPartitions();
+        if (parts.size() == 0 || parts.size() > kMaxPartitions)
+          damaged(sender, "a graph registered with " + std::to_string(parts.size()) + " partitions");
+        for (capnp::Data::Reader d : parts) out.partitions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
+        return out;
+      }
+      case proto::Request::RUN_STEP:
+        out.kind = ControlRequest::Kind::kRunStep;
+        out.handle = r.getRunStep().getHandle();
+        out.step_id = r.getRunStep().getStepId();
+        if (out.step_id < 0) damaged(sender, "negative step id " + std::to_string(out.step_id));
+        return out;
+      case proto::Request::ABORT_STEP:
+        out.kind = ControlRequest::Kind::kAbortStep;
+        out.step_id = r.getAbortStep().getStepId();
+        out.error = error_from_proto(r.getAbortStep().getError(), sender);
+        return out;
+      case proto::Request::RELEASE:
+        out.kind = ControlRequest::Kind::kRelease;
+        out.handle = r.getRelease().getHandle();
+        return out;
+      case proto::Request::END_SESSION:
+        out.kind = ControlRequest::Kind::kEndSession;
+        out.session = r.getEndSession();
+        return out;
+      case proto::Request::SHUTDOWN:
+        out.kind = ControlRequest::Kind::kShutdown;
+        return out;
+      case proto::Request::PING:
+        out.kind = ControlRequest::Kind::kPing;
+        return out;
+    }
+    damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
+  } catch (const kj::Exception& e) {
+    damaged(sender, e.getDescription().cStr());
+  }
+}
+
+ControlReply decode_reply(std::span<const capnp::word> words, const std::string& task) {
+  if (words.empty()) damaged(task, "empty");
+  try {
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), bounded(words));
+    const proto::Reply::Reader r = reader.getRoot<proto::Reply>();
+    ControlReply out;
+    out.kind = r.getKind();
+    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::PING))
+      damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
+    out.step_id = r.getStepId();
+    out.handle = r.getHandle();
+    if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+    return out;
+  } catch (const kj::Exception& e) {
+    damaged(task, e.getDescription().cStr());
   }
 }
 

@@ -1,13 +1,48 @@
-// Errors across processes: a weft::Error travels as (code, message) in a control message and is
-// raised again on the chief as the same class, its message naming the task it came from.
+// The control messages (cluster/proto/control.capnp) as plain values, and errors across
+// processes: a weft::Error travels as (code, message) and is raised again on the chief as the
+// same class, its message naming the task it came from.
+//
+//   ControlRequest r = decode_request(words);     // InvalidArgument for damaged messages
+//   switch (r.kind) { case ControlRequest::Kind::kRunStep: run(r.handle, r.step_id); ... }
+//
+// Messages are untrusted: decoding bounds Cap'n Proto's traversal by the message's size, checks
+// every field it reads (a partition's bytes are checked later, as a graph file, when decoded),
+// and turns any malformed message into InvalidArgument. A fuzz target covers both decoders.
 #pragma once
 
+#include <cstdint>
 #include <exception>
+#include <span>
 #include <string>
+#include <vector>
+
+#include <capnp/common.h>
 
 #include "cluster/proto/control.capnp.h"
 
 namespace weft {
+
+struct ControlRequest {
+  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing };
+  Kind kind = Kind::kPing;
+  uint64_t session = 0;                 // kRegister, kEndSession
+  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease
+  int64_t step_id = 0;                  // kRunStep, kAbortStep
+  std::vector<std::string> partitions;  // kRegister: graph files
+  std::exception_ptr error;             // kAbortStep: the error to abort with
+};
+
+struct ControlReply {
+  proto::Reply::Kind kind = proto::Reply::Kind::PING;
+  int64_t step_id = 0;
+  uint64_t handle = 0;
+  std::exception_ptr error;  // null on success
+};
+
+// InvalidArgument naming `sender` for a message that is damaged or out of bounds.
+ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender);
+// `task` names the sender in the error an answer carries.
+ControlReply decode_reply(std::span<const capnp::word> words, const std::string& task);
 
 // Writes the error held by `error` (a weft::Error, or anything else as Internal).
 void error_to_proto(const std::exception_ptr& error, proto::ErrorInfo::Builder out);

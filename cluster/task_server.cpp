@@ -105,38 +105,29 @@ void TaskServer::serve() {
     }
     idle_since = heard_from_chief = std::chrono::steady_clock::now();
     try {
-      ControlReader reader(*m);
-      if (reader.root<proto::Request>().isShutdown()) return;
-      handle(*m);
+      const ControlRequest request = decode_request(m->words, "the chief");
+      if (request.kind == ControlRequest::Kind::kShutdown) return;
+      handle(request);
     } catch (const std::exception& e) {
       // A request that cannot be read is the chief's bug or damage on the way: say so, go on.
-      std::cerr << "weft: [task " << task_ << "] bad control message: " << e.what() << "\n";
-    } catch (const kj::Exception& e) {
-      std::cerr << "weft: [task " << task_ << "] bad control message: " << e.getDescription().cStr() << "\n";
+      std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
     }
   }
 }
 
-void TaskServer::handle(const ControlChannel::Message& m) {
-  ControlReader reader(m);
-  const proto::Request::Reader request = reader.root<proto::Request>();
-  switch (request.which()) {
-    case proto::Request::REGISTER: {
-      const auto reg = request.getRegister();
-      std::vector<std::string> partitions;
-      for (capnp::Data::Reader d : reg.getPartitions())
-        partitions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
-      const uint64_t handle = reg.getHandle();
+void TaskServer::handle(const ControlRequest& request) {
+  switch (request.kind) {
+    case ControlRequest::Kind::kRegister: {
       std::exception_ptr error;
       try {
-        register_graph(reg.getSession(), handle, partitions);
+        register_graph(request.session, request.handle, request.partitions);
       } catch (...) {
         error = error_at_task(std::current_exception(), task_);
       }
       reply([&](capnp::MessageBuilder& b) {
         auto r = b.initRoot<proto::Reply>();
         r.setKind(proto::Reply::Kind::REGISTER);
-        r.setHandle(handle);
+        r.setHandle(request.handle);
         if (error) {
           r.setHasError(true);
           error_to_proto(error, r.initError());
@@ -144,32 +135,28 @@ void TaskServer::handle(const ControlChannel::Message& m) {
       });
       return;
     }
-    case proto::Request::RUN_STEP:
-      start_step(request.getRunStep().getHandle(), request.getRunStep().getStepId());
+    case ControlRequest::Kind::kRunStep:
+      start_step(request.handle, request.step_id);
       return;
-    case proto::Request::ABORT_STEP: {
-      const auto abort = request.getAbortStep();
-      abort_step(abort.getStepId(), error_from_proto(abort.getError(), "chief"));
+    case ControlRequest::Kind::kAbortStep:
+      abort_step(request.step_id, request.error);
       return;
-    }
-    case proto::Request::RELEASE: {
+    case ControlRequest::Kind::kRelease: {
       std::lock_guard lock(mu_);
-      graphs_.erase(request.getRelease().getHandle());
+      graphs_.erase(request.handle);
       return;
     }
-    case proto::Request::END_SESSION: {
+    case ControlRequest::Kind::kEndSession: {
       std::lock_guard lock(mu_);
-      sessions_.erase(request.getEndSession());
+      sessions_.erase(request.session);
       return;
     }
-    case proto::Request::PING:
+    case ControlRequest::Kind::kPing:
       reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
       return;
-    case proto::Request::SHUTDOWN:
+    case ControlRequest::Kind::kShutdown:
       return;
   }
-  throw InvalidArgument("[cluster] a request of an unknown kind (" + std::to_string(static_cast<int>(request.which())) +
-                        ")");
 }
 
 void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions) {

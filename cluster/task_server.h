@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cluster/cluster_runtime.h"
+#include "cluster/messages.h"
 #include "runtime/cancellation.h"
 #include "scheduler/executor.h"
 
@@ -46,7 +47,7 @@ class TaskServer {
     CancellationManager cancel;
   };
 
-  void handle(const ControlChannel::Message& m);
+  void handle(const ControlRequest& request);
   void register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions);
   void start_step(uint64_t handle, int64_t step_id);
   void run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
