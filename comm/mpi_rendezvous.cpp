@@ -305,6 +305,13 @@ void MpiRendezvous::Impl::run() {
     // a message's latency (bench/mpi_rendezvous: 20 us naps gave 63 us one way, 50 us naps
     // 110 us); 20 us costs a wake-up and a Testsome per nap, so only for 2 ms after traffic.
     const auto idle = now - idle_since;
+    // Right after traffic an answer is likeliest: yield instead of napping (a yield gives the
+    // core away only to threads that are ready, unlike a spin), for a short while.
+    if (idle < microseconds(200)) {
+      lock.unlock();
+      std::this_thread::yield();
+      continue;
+    }
     const auto nap = in_flight || idle < milliseconds(2) ? microseconds(20)
                      : idle < milliseconds(20)            ? microseconds(100)
                                                           : microseconds(1000);

@@ -65,6 +65,8 @@ class Executor::Frame {
 
   // Runs ready nodes until the queue is empty; the caller then waits for the rest of the step.
   void drive(bool is_caller) {
+    constexpr int kSpins = 2000;  // a few hundred microseconds of yields
+    int spins = 0;
     std::vector<Tensor> scratch;
     std::vector<Item> ready;
     std::unique_lock lock(mu_);
@@ -86,6 +88,15 @@ class Executor::Frame {
       if (stuck()) {
         lock.unlock();
         fail(std::make_exception_ptr(Internal(stuck_message())));
+        lock.lock();
+        continue;
+      }
+      if (!step_.senders_in_process && spins < kSpins) {
+        // Waiting for another process: its tensor usually comes within microseconds, sooner
+        // than a sleeping thread wakes. Yield a while (the core goes only to ready threads).
+        ++spins;
+        lock.unlock();
+        std::this_thread::yield();
         lock.lock();
         continue;
       }
