@@ -46,12 +46,7 @@ std::string ClusterRuntime::host_device() const { return task_name(rank_) + "/de
 
 std::vector<PlacementDevice> ClusterRuntime::placement_devices() const {
   std::vector<PlacementDevice> out;
-  for (const DeviceInfo& d : devices) {
-    PlacementDevice p{.name = d.name, .type = d.type == "GPU" ? DeviceType::CUDA : DeviceType::CPU};
-    p.flops_per_second = d.type == "GPU" ? 5e13 : 5e10 * std::max(1, d.cores);
-    p.bytes_per_second = d.type == "GPU" ? 2e12 : 1e10 * std::max(1, d.cores);
-    out.push_back(std::move(p));
-  }
+  for (const DeviceInfo& d : devices) out.push_back(placement_device(d));
   return out;
 }
 
@@ -59,6 +54,14 @@ void ClusterRuntime::send_request(int rank, const std::function<void(capnp::Mess
   capnp::MallocMessageBuilder message;
   build(message);
   channel_.send(rank, kRequestTag, message);
+}
+
+std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return w.pending.empty() || lost_; });
+  waiters_.erase(key);
+  if (w.error) return w.error;
+  return w.pending.empty() ? nullptr : lost_;
 }
 
 void ClusterRuntime::dispatch_replies() {
@@ -247,17 +250,10 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       token = tokens_.at(step_id);
       tokens_.erase(step_id);
     }
-    {
-      std::unique_lock lock(rt_.mu_);
-      rt_.cv_.wait(lock, [&] { return w->pending.empty() || rt_.lost_; });
-      rt_.waiters_.erase({static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)});
-    }
+    const std::exception_ptr error =
+        rt_.wait_for(*w, {static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)});
     if (token.second != kNoCancellationToken) token.first->deregister_callback(token.second);
-    if (w->error) std::rethrow_exception(w->error);
-    if (!w->pending.empty()) {
-      std::lock_guard lock(rt_.mu_);
-      std::rethrow_exception(rt_.lost_);
-    }
+    if (error) std::rethrow_exception(error);
   }
 
  private:
@@ -321,13 +317,7 @@ class ClusterRuntime::SessionTasks final : public RemoteTasks {
                    capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
         }
       });
-    {
-      std::unique_lock lock(rt_.mu_);
-      rt_.cv_.wait(lock, [&] { return w.pending.empty() || rt_.lost_; });
-      rt_.waiters_.erase(key);
-      if (w.error) std::rethrow_exception(w.error);
-      if (!w.pending.empty()) std::rethrow_exception(rt_.lost_);
-    }
+    if (std::exception_ptr error = rt_.wait_for(w, key)) std::rethrow_exception(error);
     std::vector<std::pair<int, uint64_t>> handles;
     for (int r : ranks) handles.push_back({r, handle});
     return std::make_unique<Graph>(rt_, std::move(handles));

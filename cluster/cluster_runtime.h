@@ -62,6 +62,9 @@ class ClusterRuntime {
   class Graph;
   struct Waiter;
   void send_request(int rank, const std::function<void(capnp::MessageBuilder&)>& build);
+  // Waits until every rank `w` waits for has answered, or a task is lost (bounded by liveness);
+  // forgets the waiter (registered under `key`) and returns its error, or the loss, or null.
+  std::exception_ptr wait_for(Waiter& w, std::pair<int, uint64_t> key);
 
   // Whether a task was declared lost: the job cannot go on, and MPI_Finalize would wait for it.
   bool lost() {

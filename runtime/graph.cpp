@@ -5,6 +5,8 @@
 #include <functional>
 #include <queue>
 
+#include "runtime/kernel_registry.h"
+
 namespace weft {
 
 std::string SourceLoc::to_string() const {
@@ -20,10 +22,10 @@ std::string Node::describe() const {
 }
 
 DType kernel_dtype(const GraphIR& g, const Node& n) {
-  const OpDef& op = *n.op;
-  if (op.kernel_dtype_input >= 0 && op.kernel_dtype_input < static_cast<int>(n.inputs.size()))
-    return g.meta(n.inputs[static_cast<size_t>(op.kernel_dtype_input)]).dtype;
-  return n.outputs.empty() ? DType::Float32 : n.outputs[0].dtype;
+  return kernel_dtype_of(
+      *n.op, static_cast<int>(n.inputs.size()),
+      [&](int i) { return g.meta(n.inputs[static_cast<size_t>(i)]).dtype; },
+      n.outputs.empty() ? DType::Float32 : n.outputs[0].dtype);
 }
 
 bool has_side_effect(const Node& n) {

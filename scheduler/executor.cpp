@@ -137,22 +137,21 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
 
   // Parallel only pays when two big nodes can run at once: look for a level (longest path from
   // the sources) holding two nodes with large or unknown outputs.
-  if (parallelism == Parallelism::kParallel) {
-    parallel_ = true;
-  } else if (parallelism == Parallelism::kAuto) {
-    std::vector<int32_t> level(plan_.size(), 0);
-    std::map<int32_t, int> big_per_level;
-    for (size_t i = 0; i < plan_.size(); ++i) {
-      for (int32_t succ : plan_[i].successors)
-        level[static_cast<size_t>(succ)] = std::max(level[static_cast<size_t>(succ)], level[i] + 1);
-      int64_t elements = 0;
-      for (const TensorMeta& m : plan_[i].node->outputs) {
-        int64_t n = m.shape.num_elements();
-        elements += n < 0 ? (int64_t{1} << 30) : n;
-      }
-      if (elements >= (int64_t{1} << 16) && ++big_per_level[level[i]] >= 2) parallel_ = true;
+  std::vector<int32_t> level(plan_.size(), 0);
+  std::map<int32_t, int> big_per_level;
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    for (int32_t succ : plan_[i].successors)
+      level[static_cast<size_t>(succ)] = std::max(level[static_cast<size_t>(succ)], level[i] + 1);
+    int64_t elements = 0;
+    for (const TensorMeta& m : plan_[i].node->outputs) {
+      int64_t n = m.shape.num_elements();
+      elements += n < 0 ? (int64_t{1} << 30) : n;
     }
+    if (elements < (int64_t{1} << 16)) continue;
+    has_big_nodes_ = true;
+    if (++big_per_level[level[i]] >= 2 && parallelism == Parallelism::kAuto) parallel_ = true;
   }
+  if (parallelism == Parallelism::kParallel) parallel_ = true;
 }
 
 Executor::~Executor() { delete spare_.load(); }

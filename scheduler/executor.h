@@ -93,6 +93,9 @@ class Executor {
   // How many nodes a run executes (after cutting at the feeds).
   int num_planned_nodes() const;
   bool parallel() const { return parallel_; }
+  // Whether a planned node has large (or unknown) outputs: work worth overlapping with another
+  // partition's (CompiledGraph decides StepOptions::parallel with it).
+  bool has_big_nodes() const { return has_big_nodes_; }
 
  private:
   struct Step;
@@ -125,6 +128,7 @@ class Executor {
   int32_t num_values_ = 0;
   int32_t num_feeds_ = 0;                  // value ids 0 .. num_feeds_ - 1 are the feeds
   bool parallel_ = false;
+  bool has_big_nodes_ = false;
   int32_t num_async_ = 0;                  // asynchronous steps (Recv), each with its slot
   mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;

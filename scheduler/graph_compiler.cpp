@@ -109,22 +109,24 @@ std::unique_ptr<Executor> partition_executor(std::shared_ptr<const GraphIR> part
   return std::make_unique<Executor>(std::move(partition), std::move(es));
 }
 
+PlacementDevice placement_device(const DeviceInfo& d) {
+  PlacementDevice p{.name = d.name, .type = d.type == "GPU" ? DeviceType::CUDA : DeviceType::CPU};
+  if (p.type == DeviceType::CPU) {
+    // A logical CPU has its share of the cores; AVX2 cores do ~50 GFLOP/s each on GEMM.
+    p.flops_per_second = 5e10 * std::max(1, d.cores);
+    p.bytes_per_second = 1e10 * std::max(1, d.cores);
+    p.op_overhead_seconds = 1e-6;
+  } else {
+    p.flops_per_second = 5e13;
+    p.bytes_per_second = 2e12;
+    p.op_overhead_seconds = 5e-6;
+  }
+  return p;
+}
+
 std::vector<PlacementDevice> local_placement_devices() {
   std::vector<PlacementDevice> out;
-  for (Device* d : local_devices()) {
-    PlacementDevice p{.name = d->name(), .type = d->type()};
-    if (d->type() == DeviceType::CPU) {
-      // A logical CPU has its share of the cores; AVX2 cores do ~50 GFLOP/s each on GEMM.
-      p.flops_per_second = 5e10 * std::max(1, d->cores());
-      p.bytes_per_second = 1e10 * std::max(1, d->cores());
-      p.op_overhead_seconds = 1e-6;
-    } else {
-      p.flops_per_second = 5e13;
-      p.bytes_per_second = 2e12;
-      p.op_overhead_seconds = 5e-6;
-    }
-    out.push_back(std::move(p));
-  }
+  for (const DeviceInfo& d : local_device_infos()) out.push_back(placement_device(d));
   return out;
 }
 
@@ -207,16 +209,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   if (!remote_parts.empty()) remote_graph_ = remote_->register_partitions(std::move(remote_parts));
   // Two devices each with a big node: their work can overlap, so the pool helps run the step.
   int partitions_with_big_nodes = 0;
-  for (const Part& part : parts_) {
-    const GraphIR& pg = part.executor->graph();
-    bool big = false;
-    for (int32_t id : pg.node_ids())
-      for (const TensorMeta& m : pg.node(id).outputs) {
-        const int64_t n = m.shape.num_elements();
-        big |= n < 0 || n >= (int64_t{1} << 16);
-      }
-    partitions_with_big_nodes += big;
-  }
+  for (const Part& part : parts_) partitions_with_big_nodes += part.executor->has_big_nodes();
   parallel_ = partitions_with_big_nodes >= 2;
   // Feeds and fetches are on local partitions: on the host in a cluster.
   auto local_slot = [&](const PartitionSlot& s) {
@@ -248,10 +241,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
   std::vector<std::vector<Tensor>> part_feeds(parts_.size());
   for (size_t p = 0; p < parts_.size(); ++p)
     part_feeds[p].resize(parts_[p].executor->graph().args.size());
-  if (feeds.size() != feed_slots_.size())
-    throw InvalidArgument("[executor] expected " + std::to_string(feed_slots_.size()) + " feeds, got " +
-                          std::to_string(feeds.size()));
-  for (size_t i = 0; i < feeds.size(); ++i)
+  for (size_t i = 0; i < feeds.size() && i < feed_slots_.size(); ++i)
     part_feeds[static_cast<size_t>(feed_slots_[i].first)][static_cast<size_t>(feed_slots_[i].second)] = feeds[i];
   std::vector<std::vector<Tensor>> part_fetches(parts_.size());
   std::vector<Executor::Part> parts;

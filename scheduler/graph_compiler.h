@@ -90,7 +90,9 @@ struct CompileOptions {
   std::chrono::milliseconds step_timeout{0};
 };
 
-// The candidates of local placement: every device of this process, with speeds by type.
+// A device as placement's cost model sees it: speeds by type and cores.
+PlacementDevice placement_device(const DeviceInfo& device);
+// The candidates of local placement: every device of this process.
 std::vector<PlacementDevice> local_placement_devices();
 
 class CompiledGraph {
