@@ -1,5 +1,6 @@
 #include "api/variable.h"
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -29,6 +30,13 @@ bool exclusively_owned(const Tensor& t) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<uint64_t> g_eager_variable_writes{0};
+}  // namespace
+
+uint64_t eager_variable_writes() { return g_eager_variable_writes.load(std::memory_order_acquire); }
+void note_eager_variable_write() { g_eager_variable_writes.fetch_add(1, std::memory_order_acq_rel); }
 
 void set_variable_read_hook(VariableReadHook hook) { g_read_hook = hook; }
 
@@ -92,6 +100,7 @@ Tensor Variable::assign(const Tensor& value, const SourceLocation& loc) {
                           std::string(dtype_name(value.dtype())) + " " + value.shape().to_string());
   if (value.is_symbolic())
     throw InvalidArgument("[assign] variable '" + s.name + "': cannot assign a symbolic tensor eagerly");
+  note_eager_variable_write();
   Tensor moved = value.to(s.value.device_ptr());
   if (exclusively_owned(s.value) && s.value.nbytes()) {
     s.value.device_ptr()->copy_on_device(moved.raw_data(), s.value.raw_data(), s.value.nbytes());
@@ -111,6 +120,7 @@ Tensor Variable::assign_combined(const Tensor& delta, Combine combine, const cha
     return value_after(*b, b->assign_variable(state_, delta, add_op ? "AssignAddVariable" : "AssignSubVariable", loc),
                        loc);
   }
+  note_eager_variable_write();
   Tensor result;
   {
     // An assignment is not differentiable (as in TensorFlow): its arithmetic is hidden from every
@@ -135,6 +145,7 @@ void Variable::restore(const Tensor& value) {
                           " and shape " + s.shape.to_string() + "; the value is " + std::string(dtype_name(value.dtype())) +
                           " " + value.shape().to_string());
   Device* device = s.value.defined() ? s.value.device_ptr() : value.device_ptr();
+  note_eager_variable_write();
   s.value = value.to(device);
 }
 
@@ -148,6 +159,7 @@ Tensor Variable::assign_sub(const Tensor& delta, const SourceLocation& loc) {
 Tensor Variable::value_for_update(const SourceLocation& loc) {
   VariableState& s = checked();
   if (GraphBuilder* b = current_builder()) return b->read_variable(state_, /*for_update=*/true, loc);
+  note_eager_variable_write();  // the caller is about to update the buffer in place
   if (!exclusively_owned(s.value)) s.value = copy_of(s.value);
   return s.value;
 }

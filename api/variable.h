@@ -79,6 +79,12 @@ class Variable {
   std::shared_ptr<VariableState> state_;
 };
 
+// How many times a variable was written outside any graph (assign, restore, an eager optimizer
+// step) in this process. Data-parallel training compares it between steps: when the chief's
+// variables changed outside its steps (a checkpoint restore), the replicas get them again.
+uint64_t eager_variable_writes();
+void note_eager_variable_write();
+
 // Called by Variable::value(); GradientTape registers the hook.
 using VariableReadHook = void (*)(const Variable& var, const Tensor& value);
 void set_variable_read_hook(VariableReadHook hook);

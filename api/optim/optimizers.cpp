@@ -5,6 +5,7 @@
 
 #include "api/devices.h"
 #include "api/dispatch.h"
+#include "api/distribute/replica_context.h"
 #include "api/graph_builder.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
@@ -139,6 +140,11 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
                             std::string(dtype_name(vars[i].dtype())) + vars[i].shape().to_string());
   }
   GraphBuilder* b = current_builder();
+  // Traced for data-parallel replicas: every replica applies the gradients all-reduced over them.
+  std::vector<Tensor> reduced;
+  distribute::ReplicaContext* replicas = b ? distribute::current_replica_context() : nullptr;
+  if (replicas) reduced = replicas->all_reduce_gradients(grads, vars, loc);
+  const std::vector<Tensor>& applied = replicas ? reduced : grads;
   const size_t first_effect = b ? b->side_effects().size() : 0;
   Tensor traced_step;
   int64_t step = 0;
@@ -149,9 +155,9 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
     impl_->step_.assign(constant(static_cast<double>(step)), loc);
   }
   for (size_t i = 0; i < vars.size(); ++i) {
-    if (!grads[i].defined()) continue;
+    if (!applied[i].defined()) continue;
     Variable v = vars[i];
-    impl_->update(v, grads[i], step, traced_step, loc);
+    impl_->update(v, applied[i], step, traced_step, loc);
   }
   // A traced function runs its updates with every call, a cond branch or loop body with its
   // node: only a TF1 graph needs a node to run them by.

@@ -13,6 +13,7 @@
 #include "api/data/dataset.h"
 #include "api/data/idx.h"
 #include "api/dispatch.h"
+#include "api/distribute/data_parallel.h"
 #include "api/function.h"
 #include "api/graph.h"
 #include "api/gradient_tape.h"

@@ -1,0 +1,355 @@
+#include "api/distribute/data_parallel.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <source_location>
+
+#include "api/context.h"
+#include "api/dispatch.h"
+#include "api/distribute/gradient_buckets.h"
+#include "api/distribute/replicate.h"
+#include "api/graph_builder.h"
+#include "api/variable.h"
+#include "cluster/cluster.h"
+#include "cluster/cluster_runtime.h"
+#include "runtime/device_name.h"
+#include "scheduler/graph_compiler.h"
+
+namespace weft::distribute {
+
+// What every function of one DataParallel shares: the replicas, the cluster session their
+// variables live in, and whether those variables need replica 0's values again.
+class DataParallelState {
+ public:
+  DataParallelState(const Cluster& cluster, DataParallelOptions options);
+
+  DataParallelOptions options;
+  ClusterRuntime* runtime = nullptr;      // null: a cluster of this one process
+  std::unique_ptr<RemoteTasks> remote;    // the cluster's tasks, one session for every graph
+  ReplicaLayout layout;
+  ReplicaVariables variables;
+  // Steps and broadcasts run one at a time: collectives of two steps must not interleave.
+  std::mutex step_mu;
+  std::vector<std::weak_ptr<const CompiledGraph>> broadcasts;
+  uint64_t synced_writes = ~uint64_t{0};  // eager_variable_writes() at the last broadcast
+  bool failed = false;                     // the last step failed: reset collectives, broadcast
+  int64_t next_group = 1;
+
+  CompileOptions compile_options(const std::string& what) const {
+    CompileOptions o{.optimize = options.optimize, .name = what};
+    if (remote) {
+      o.devices = runtime->placement_devices();
+      o.remote = remote.get();
+      o.host_device = runtime->host_device();
+      o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
+    }
+    return o;
+  }
+  // Under step_mu: brings every replica's variables to replica 0's values when they may differ.
+  void sync_variables(bool force);
+};
+
+namespace {
+
+std::vector<DeviceInfo> candidate_devices(const ClusterRuntime* rt) {
+  return rt ? rt->devices : local_device_infos();
+}
+
+std::vector<std::string> choose_devices(const std::vector<DeviceInfo>& all, const DataParallelOptions& o) {
+  std::vector<std::string> chosen;
+  if (!o.devices.empty()) {
+    for (const std::string& want : o.devices) {
+      const DeviceSpec spec = DeviceSpec::parse(want);
+      std::vector<std::string> hits;
+      for (const DeviceInfo& d : all)
+        if (spec.matches(DeviceSpec::parse(d.name))) hits.push_back(d.name);
+      if (hits.size() != 1) {
+        std::string names;
+        for (const DeviceInfo& d : all) names += "\n  " + d.name;
+        throw InvalidArgument("[DataParallel] device '" + want + "' matches " + std::to_string(hits.size()) +
+                              " devices of the cluster (it must name exactly one); the devices are:" + names);
+      }
+      if (std::find(chosen.begin(), chosen.end(), hits[0]) != chosen.end())
+        throw InvalidArgument("[DataParallel] device '" + hits[0] + "' is listed twice");
+      chosen.push_back(hits[0]);
+    }
+    return chosen;
+  }
+  std::string type = o.device_type;
+  if (type.empty()) {
+    type = "CPU";
+    for (const DeviceInfo& d : all)
+      if (d.type == "GPU") type = "GPU";
+  }
+  if (type != "CPU" && type != "GPU")
+    throw InvalidArgument("[DataParallel] device_type must be \"CPU\", \"GPU\" or empty, got '" + type + "'");
+  for (const DeviceInfo& d : all)
+    if (d.type == type) chosen.push_back(d.name);
+  if (chosen.empty()) throw InvalidArgument("[DataParallel] the cluster has no " + type + " device");
+  return chosen;
+}
+
+std::string join(const std::vector<std::string>& names, const char* sep) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : sep) + n;
+  return out;
+}
+
+}  // namespace
+
+DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions o) : options(std::move(o)) {
+  if (ClusterRuntime* rt = cluster.runtime(); rt && rt->spec().num_tasks() > 1) {
+    runtime = rt;
+    remote = rt->session_tasks();
+    layout.host_device = rt->host_device();
+  }
+  layout.devices = choose_devices(candidate_devices(runtime), options);
+  if (runtime) {
+    // Replica 0 must be this process's: it uses the model's own variables.
+    const std::string chief = runtime->task_name(runtime->rank()) + "/device:";
+    if (layout.devices[0].rfind(chief, 0) != 0)
+      throw InvalidArgument("[DataParallel] the first replica's device must be one of this process's (" +
+                            runtime->task_name(runtime->rank()) + "), got '" + layout.devices[0] + "'");
+    // The collectives span every task of the cluster.
+    std::vector<std::string> missing;
+    for (int t = 0; t < runtime->spec().num_tasks(); ++t) {
+      const std::string task = runtime->task_name(t) + "/device:";
+      if (std::none_of(layout.devices.begin(), layout.devices.end(),
+                       [&](const std::string& d) { return d.rfind(task, 0) == 0; }))
+        missing.push_back(runtime->task_name(t));
+    }
+    if (!missing.empty())
+      throw InvalidArgument("[DataParallel] every task of the cluster needs a replica (the gradient all-reduce spans "
+                            "them all); none on " + join(missing, ", "));
+  }
+}
+
+void DataParallelState::sync_variables(bool force) {
+  const uint64_t writes = eager_variable_writes();
+  if (!force && !failed && writes == synced_writes) return;
+  // MERGE(i15-coll): if (failed && runtime) runtime->reset_collectives();
+  failed = false;
+  for (auto it = broadcasts.begin(); it != broadcasts.end();) {
+    std::shared_ptr<const CompiledGraph> graph = it->lock();
+    if (!graph) {
+      it = broadcasts.erase(it);
+      continue;
+    }
+    graph->run({});
+    ++it;
+  }
+  synced_writes = writes;
+}
+
+struct DataParallelCore::Impl {
+  std::shared_ptr<DataParallelState> state;
+  std::string name;
+  struct Trace {
+    std::vector<TensorSpec> specs;  // the batch dim is -1
+    std::string input_key;          // replicas reading their own input: which input
+    std::shared_ptr<const CompiledGraph> step;
+    std::shared_ptr<const CompiledGraph> broadcast;
+    std::string summary;
+  };
+  std::vector<std::unique_ptr<Trace>> traces;
+  int tracing_count = 0;
+
+  Trace& trace(const std::vector<TensorSpec>& specs, const std::string& input_key, const ReplicaInputs& inputs,
+               const FunctionBody& body);
+  Trace& find_or_trace(const std::vector<TensorSpec>& specs, const std::string& input_key,
+                       const ReplicaInputs& inputs, const FunctionBody& body);
+};
+
+DataParallelCore::DataParallelCore(std::shared_ptr<DataParallelState> state, std::string name)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->state = std::move(state);
+  impl_->name = std::move(name);
+}
+DataParallelCore::~DataParallelCore() = default;
+int DataParallelCore::tracing_count() const { return impl_->tracing_count; }
+
+std::string DataParallelCore::placement_summary() const {
+  return impl_->traces.empty() ? std::string() : impl_->traces.front()->summary;
+}
+
+DataParallelCore::Impl::Trace& DataParallelCore::Impl::find_or_trace(const std::vector<TensorSpec>& specs,
+                                                                     const std::string& input_key,
+                                                                     const ReplicaInputs& inputs,
+                                                                     const FunctionBody& body) {
+  for (auto& t : traces)
+    if (t->input_key == input_key && t->specs.size() == specs.size() &&
+        std::equal(specs.begin(), specs.end(), t->specs.begin(),
+                   [](const TensorSpec& a, const TensorSpec& b) { return a.dtype == b.dtype && a.shape == b.shape; }))
+      return *t;
+  return trace(specs, input_key, inputs, body);
+}
+
+DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<TensorSpec>& specs,
+                                                             const std::string& input_key,
+                                                             const ReplicaInputs& inputs, const FunctionBody& body) {
+  DataParallelState& s = *state;
+  const size_t replicas = s.layout.devices.size();
+  auto graph = std::make_shared<GraphIR>();
+  GraphBuilder builder(graph, GraphBuilder::Mode::kFunction);
+  if (tracing_count > 0)
+    builder.set_variable_creation_allowed(
+        false, "data-parallel step '" + name +
+                   "' creates a variable while retracing; variables may only be created on the first trace");
+  const auto here = std::source_location::current();
+  {
+    ObserversHidden hidden;
+    RecorderScope recording(&builder);
+    std::vector<Tensor> args;
+    for (size_t i = 0; i < specs.size(); ++i)
+      args.push_back(builder.placeholder(specs[i].dtype, specs[i].shape, "input_" + std::to_string(i), here));
+    Tensor weight = builder.placeholder(DType::Float32, Shape{}, kReplicaWeightArg, here);
+    std::optional<GradientAllReducer> reducer;
+    if (replicas > 1)
+      reducer.emplace(weight, CollectiveGroup{s.next_group++, join(s.layout.devices, ",")},
+                      BucketOptions{s.options.bucket_bytes, s.options.first_bucket_bytes});
+    ReplicaContextScope in_replica(reducer ? &*reducer : nullptr);
+    std::vector<Tensor> results = body(args);
+    if (results.empty()) throw InvalidArgument("[DataParallel '" + name + "'] the step returns nothing; return its loss");
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].defined())
+        throw InvalidArgument("[DataParallel '" + name + "'] result " + std::to_string(i) + " is an empty Tensor handle");
+      graph->results.push_back(builder.endpoint_of(results[i], here));
+    }
+  }
+  ++tracing_count;
+
+  auto t = std::make_unique<Trace>();
+  t->specs = specs;
+  t->input_key = input_key;
+  ReplicatedGraph step = replicate(*graph, specs.size(), s.layout, s.variables, inputs);
+  auto compiled = std::make_shared<CompiledGraph>(
+      std::move(step.graph), CompileSpec{.feeds = step.feeds, .fetches = step.results, .targets = step.targets},
+      s.compile_options("data-parallel step '" + name + "'"));
+  ReplicatedGraph broadcast = broadcast_graph(*graph, s.layout, s.variables);
+  if (!broadcast.targets.empty()) {
+    t->broadcast = std::make_shared<CompiledGraph>(std::move(broadcast.graph),
+                                                   CompileSpec{.targets = broadcast.targets},
+                                                   s.compile_options("data-parallel broadcast of '" + name + "'"));
+    s.broadcasts.push_back(t->broadcast);
+  }
+  t->summary = std::to_string(replicas) + " replicas over " + std::to_string(compiled->num_partitions()) +
+               " devices: " + join(s.layout.devices, ", ");
+  t->step = std::move(compiled);
+  traces.push_back(std::move(t));
+  return *traces.back();
+}
+
+std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const FunctionBody& body) {
+  Impl& im = *impl_;
+  DataParallelState& s = *im.state;
+  const int64_t replicas = static_cast<int64_t>(s.layout.devices.size());
+  if (args.empty()) throw InvalidArgument("[DataParallel '" + im.name + "'] the step takes at least one tensor");
+  int64_t rows = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor& a = args[i];
+    if (!a.defined() || a.is_symbolic())
+      throw InvalidArgument("[DataParallel '" + im.name + "'] argument " + std::to_string(i) +
+                            " must be a concrete tensor (the global batch)");
+    if (a.rank() < 1)
+      throw InvalidArgument("[DataParallel '" + im.name + "'] argument " + std::to_string(i) +
+                            " is a scalar; every argument is a batch, split along axis 0 over the replicas");
+    if (rows >= 0 && a.shape()[0] != rows)
+      throw InvalidArgument("[DataParallel '" + im.name + "'] argument " + std::to_string(i) + " has " +
+                            std::to_string(a.shape()[0]) + " rows and argument 0 has " + std::to_string(rows) +
+                            "; every argument is split along axis 0, so they must agree");
+    rows = a.shape()[0];
+  }
+  if (rows < replicas)
+    throw InvalidArgument("[DataParallel '" + im.name + "'] a global batch of " + std::to_string(rows) +
+                          " rows cannot be split over " + std::to_string(replicas) +
+                          " replicas: each needs at least one row");
+
+  std::vector<TensorSpec> specs;
+  for (const Tensor& a : args) {
+    Shape shape = a.shape();
+    shape[0] = -1;
+    specs.push_back({a.dtype(), shape});
+  }
+  std::lock_guard lock(s.step_mu);
+  Impl::Trace* trace = &im.find_or_trace(specs, "", nullptr, body);
+
+  // Replica r gets rows [start, start + n) of every argument, and weight n / rows.
+  std::vector<Tensor> feeds;
+  const int64_t base = rows / replicas, extra = rows % replicas;
+  for (int64_t r = 0; r < replicas; ++r) {
+    const int64_t n = base + (r < extra ? 1 : 0), start = r * base + std::min(r, extra);
+    for (const Tensor& a : args) {
+      if (replicas == 1) {
+        feeds.push_back(a);
+        continue;
+      }
+      Shape shape = a.shape();
+      shape[0] = n;
+      const size_t row_bytes = a.nbytes() / static_cast<size_t>(rows);
+      const Tensor host = a.device_ptr() && a.device_ptr()->type() == DeviceType::CPU ? a : a.to(nullptr);
+      feeds.push_back(Tensor::from_host(a.dtype(), shape,
+                                        static_cast<const char*>(host.raw_data()) + static_cast<size_t>(start) * row_bytes));
+    }
+    const float weight = static_cast<float>(static_cast<double>(n) / static_cast<double>(rows));
+    feeds.push_back(Tensor::from_host(DType::Float32, Shape{}, &weight));
+  }
+
+  s.sync_variables(/*force=*/false);
+  try {
+    return trace->step->run(feeds);
+  } catch (...) {
+    // Replicas may have stopped at different points: their collectives and variables are set
+    // right before the next step.
+    s.failed = true;
+    throw;
+  }
+}
+
+std::vector<Tensor> DataParallelCore::call_reading(const std::vector<TensorSpec>& specs, const std::string& input_key,
+                                                  const ReplicaInputs& inputs, const FunctionBody& body) {
+  DataParallelState& s = *impl_->state;
+  std::lock_guard lock(s.step_mu);
+  Impl::Trace& trace = impl_->find_or_trace(specs, input_key, inputs, body);
+  s.sync_variables(/*force=*/false);
+  try {
+    return trace.step->run({});
+  } catch (...) {
+    s.failed = true;
+    throw;
+  }
+}
+
+DataParallel::DataParallel(const Cluster& cluster, DataParallelOptions options)
+    : state_(std::make_shared<DataParallelState>(cluster, std::move(options))) {}
+DataParallel::~DataParallel() = default;
+int DataParallel::num_replicas() const { return static_cast<int>(state_->layout.devices.size()); }
+const std::vector<std::string>& DataParallel::replica_devices() const { return state_->layout.devices; }
+
+void DataParallel::broadcast_variables() {
+  std::lock_guard lock(state_->step_mu);
+  state_->sync_variables(/*force=*/true);
+}
+
+std::vector<Tensor> DataParallel::replica_values(const Variable& var) {
+  if (!var.defined()) throw InvalidArgument("[DataParallel] replica_values of an undefined variable");
+  static const OpDef& read = op_def("ReadVariable");
+  DataParallelState& s = *state_;
+  std::lock_guard lock(s.step_mu);
+  s.sync_variables(/*force=*/false);
+  GraphIR g;
+  CompileSpec spec;
+  const std::shared_ptr<VariableState> state = var.state();
+  for (size_t r = 0; r < s.layout.devices.size(); ++r) {
+    auto [key, copy] = s.variables.for_replica(state, state->name, r, s.layout.devices[r]);
+    g.variables[key] = copy;
+    Node& n = g.add_node(read, {}, Attrs{{"var", key}, {"dtype", state->dtype}, {"shape", state->shape}},
+                         {TensorMeta{state->dtype, state->shape}}, "replica_values/" + key);
+    n.requested_device = s.layout.devices[r];
+    spec.fetches.push_back({n.id, 0});
+  }
+  CompiledGraph values(std::move(g), std::move(spec), s.compile_options("DataParallel::replica_values"));
+  return values.run({});
+}
+
+}  // namespace weft::distribute

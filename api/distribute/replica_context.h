@@ -1,0 +1,42 @@
+// What a traced step knows about the data-parallel replica it is traced for, and the one place
+// where the optimizer asks for it: Optimizer::apply_gradients hands its gradients to the current
+// replica context, which returns them all-reduced over the replicas (api/distribute/
+// gradient_buckets.h), so every replica applies the same update, as TensorFlow's
+// MirroredStrategy does inside apply_gradients.
+//
+// Installed by DataParallel while it traces a step (ReplicaContextScope); null otherwise, and the
+// optimizer then uses its gradients as they are.
+#pragma once
+
+#include <source_location>
+#include <vector>
+
+#include "api/variable.h"
+#include "runtime/tensor.h"
+
+namespace weft::distribute {
+
+class ReplicaContext {
+ public:
+  virtual ~ReplicaContext() = default;
+  // grads[i] belongs to vars[i]; undefined gradients stay undefined. Returns the gradients every
+  // replica will apply.
+  virtual std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+                                                   const std::source_location& loc) = 0;
+};
+
+// The context of the trace running on this thread, or null.
+ReplicaContext* current_replica_context();
+
+class ReplicaContextScope {
+ public:
+  explicit ReplicaContextScope(ReplicaContext* context);
+  ~ReplicaContextScope();
+  ReplicaContextScope(const ReplicaContextScope&) = delete;
+  ReplicaContextScope& operator=(const ReplicaContextScope&) = delete;
+
+ private:
+  ReplicaContext* saved_;
+};
+
+}  // namespace weft::distribute

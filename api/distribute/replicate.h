@@ -1,0 +1,74 @@
+// Replication: the one graph a data-parallel step was traced into (for replica 0) becomes the
+// graph of every replica, all of them in one global graph that the graph compiler places,
+// partitions by task and device, and ships once (scheduler/graph_compiler.h), as any cluster
+// Session graph.
+//
+// Per replica r, every node of the trace is copied under "replica_<r>/", asks for the replica's
+// device, and
+//  - reads and writes its own copies of the variables: replica 0 keeps the process's own
+//    variables (so the model read on the chief holds the trained values); replica r > 0 uses
+//    "replica_<r>/<name>", a variable of the task holding its device;
+//  - takes part in the gradient all-reduce as member r of the group;
+//  - gets its share of the global batch through its own copies of the trace's arguments.
+// The results (scalars: a loss, a metric) are combined on the host as the sum over the replicas
+// of result_r * replica_weight_r: the mean over the global batch.
+//
+// The broadcast graph gives every replica's copies the values of replica 0's variables: run
+// before the first step and whenever the chief's variables changed outside the steps.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/graph.h"
+#include "runtime/tensor.h"
+
+namespace weft::distribute {
+
+struct ReplicaLayout {
+  std::vector<std::string> devices;  // one per replica; replica 0 is this process's
+  std::string host_device;          // where feeds and the combined results live
+};
+
+// Each variable's copy on each replica, shared by every graph of one DataParallel (a train step
+// and an eval step use the same replica variables).
+class ReplicaVariables {
+ public:
+  // The variable replica r uses for `original`: itself for replica 0.
+  std::pair<std::string, std::shared_ptr<VariableState>> for_replica(const std::shared_ptr<VariableState>& original,
+                                                                     const std::string& original_key, size_t replica,
+                                                                     const std::string& device);
+
+ private:
+  std::map<const VariableState*, std::string> base_names_;
+  std::map<std::string, int> names_used_;
+  std::map<std::pair<const VariableState*, size_t>, std::shared_ptr<VariableState>> copies_;
+  std::vector<std::shared_ptr<VariableState>> originals_;  // keeps the map's keys alive
+};
+
+struct ReplicatedGraph {
+  GraphIR graph;
+  std::vector<Endpoint> feeds;    // replica-major: replica r's copy of each trace argument
+  std::vector<Endpoint> results;  // the combined results
+  std::vector<int32_t> targets;   // every replica's side effects (the optimizer's updates)
+};
+
+// Inputs read where each replica runs: called while the global graph records, under a
+// DeviceScope of replica `replica`'s device, it adds the nodes that read that replica's share of
+// the next global batch and returns one tensor per argument of the trace, the weight last.
+using ReplicaInputs = std::function<std::vector<Tensor>(int64_t replica, int64_t replicas)>;
+
+// `trace`: args and results of replica 0's step; `weight_arg`: the index of the replica-weight
+// argument among its args. With `inputs`, the replicas read their arguments themselves and the
+// graph has no feeds. InvalidArgument when a result is not a floating-point scalar.
+ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const ReplicaLayout& layout,
+                          ReplicaVariables& variables, const ReplicaInputs& inputs = nullptr);
+
+// AssignVariable of every replica's copy from replica 0's value, for every variable of `trace`.
+// Empty graph (no targets) when there is one replica.
+ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables);
+
+}  // namespace weft::distribute

@@ -1,0 +1,101 @@
+// Data-parallel training under mpirun (2 and 4 ranks): task 0 runs these tests, the others serve
+// inside cluster::init. Losses and weights equal one-process training on the same global batches
+// (1e-5 relative), uneven last batches included; the replicas' variables are identical bit for
+// bit; an error on one replica is raised here, and training goes on afterwards.
+#include "distribute/data_parallel_training.h"
+
+#include <cstring>
+
+#include "api/weft/weft.h"
+
+namespace weft {
+
+Cluster* g_cluster = nullptr;
+
+namespace {
+
+TEST(DataParallelMpi, OneReplicaPerTask) {
+  distribute::DataParallel dp(*g_cluster);
+  ASSERT_EQ(dp.num_replicas(), g_cluster->num_tasks());
+  for (int t = 0; t < g_cluster->num_tasks(); ++t)
+    EXPECT_EQ(dp.replica_devices()[static_cast<size_t>(t)], g_cluster->task_names()[static_cast<size_t>(t)] + "/device:CPU:0");
+}
+
+TEST(DataParallelMpi, SgdMatchesOneProcessWithUnevenBatches) {
+  distribute::DataParallel dp(*g_cluster);
+  // 64 rows split evenly; 37 and 5 rows leave some replicas a row more than others.
+  testing::expect_data_parallel_matches_one_process(dp, [] { return optim::SGD(0.1); }, 6,
+                                                    [](int step) { return step == 3 ? int64_t{37} : step == 5 ? int64_t{5} : int64_t{64}; });
+}
+
+TEST(DataParallelMpi, AdamMatchesOneProcessWithSmallBuckets) {
+  // Small buckets: each layer's gradients are all-reduced by buckets of their own, several per step.
+  distribute::DataParallel dp(*g_cluster, {.bucket_bytes = 2048, .first_bucket_bytes = 512});
+  testing::expect_data_parallel_matches_one_process(dp, [] { return optim::Adam(0.01); }, 5,
+                                                    [](int) { return int64_t{48}; });
+}
+
+TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
+  distribute::DataParallel dp(*g_cluster, {.bucket_bytes = 4096, .first_bucket_bytes = 1024});
+  testing::Classifier c;
+  optim::Adam adam(0.01);
+  auto step = dp.function([&](Tensor x, Tensor y) { return testing::train_step(c, adam, x, y); });
+  for (int i = 0; i < 30; ++i) {
+    auto [x, y] = testing::classifier_batch(29 + i, 7 + i);
+    step(x, y);
+  }
+  std::vector<Variable> vars = c.model.trainable_variables();
+  for (const Variable& slot : adam.variables()) vars.push_back(slot);
+  vars.push_back(adam.iterations_variable());
+  for (const Variable& v : vars) {
+    const std::vector<Tensor> values = dp.replica_values(v);
+    ASSERT_EQ(values.size(), static_cast<size_t>(dp.num_replicas()));
+    for (size_t r = 1; r < values.size(); ++r) {
+      ASSERT_EQ(values[r].nbytes(), values[0].nbytes());
+      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+          << v.name() << " differs between replica 0 and replica " << r;
+    }
+    // Replica 0's are the model's own.
+    EXPECT_EQ(std::memcmp(values[0].raw_data(), v.value().raw_data(), values[0].nbytes()), 0) << v.name();
+  }
+  EXPECT_EQ(adam.iterations(), 30);
+}
+
+TEST(DataParallelMpi, ErrorOnOneReplicaIsRaisedAndTrainingGoesOn) {
+  distribute::DataParallel dp(*g_cluster);
+  testing::Classifier parallel, single;
+  testing::copy_weights(single, parallel, testing::classifier_batch(4, 1).first);
+  optim::SGD sgd_p(0.1), sgd_s(0.1);
+  auto dp_step = dp.function([&](Tensor x, Tensor y) { return testing::train_step(parallel, sgd_p, x, y); });
+  auto one_step = function([&](Tensor x, Tensor y) { return testing::train_step(single, sgd_s, x, y); });
+  auto [x, y] = testing::classifier_batch(32, 5);
+  EXPECT_NEAR(dp_step(x, y).item<float>(), one_step(x, y).item<float>(), 1e-5);
+  // A label out of range in the last replica's rows only: its loss kernel fails there.
+  std::vector<int32_t> labels = y.to_vector<int32_t>();
+  labels.back() = 99;
+  const Tensor bad = Tensor::from_host(int32, {32}, labels.data());
+  const std::string last_task = g_cluster->task_names().back();
+  try {
+    dp_step(x, bad);
+    FAIL() << "the failing replica's error was not raised";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(last_task), std::string::npos) << e.what();
+  }
+  // The replicas are set right again (collectives reset, variables broadcast): training goes on
+  // and still matches one process, whatever the failed step left behind on the replicas.
+  for (int i = 0; i < 3; ++i) {
+    auto [xb, yb] = testing::classifier_batch(32, 50 + i);
+    const float lp = dp_step(xb, yb).item<float>(), ls = one_step(xb, yb).item<float>();
+    EXPECT_NEAR(lp, ls, 1e-5f * std::max(1.f, std::abs(ls))) << "step " << i << " after the error";
+  }
+}
+
+}  // namespace
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  weft::Cluster cluster = weft::cluster::init(argc, argv);  // the other tasks serve here
+  weft::g_cluster = &cluster;
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,54 @@
+// A data-parallel job killed and restarted from its last checkpoint continues with the losses of
+// an uninterrupted one. Run by data_parallel_restart_test.sh under mpirun:
+//
+//   data_parallel_restart DIR run 10        # 10 steps, printing "step i loss L"
+//   data_parallel_restart DIR die-after 7   # checkpoint every 3 steps, then SIGKILL at step 7
+//   data_parallel_restart DIR resume 10     # restore DIR/ckpt.safetensors, go on to step 10
+//
+// Batches depend only on the step number, which the optimizer's iteration count (saved in the
+// checkpoint) gives back on restart, as a Keras user's callback would.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "api/weft/weft.h"
+
+using namespace weft;
+
+int main(int argc, char** argv) {
+  Cluster cluster = cluster::init(argc, argv);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: data_parallel_restart DIR run|die-after|resume STEPS\n");
+    return 2;
+  }
+  const std::string dir = argv[1], mode = argv[2];
+  const int steps = std::stoi(argv[3]);
+  const std::string path = dir + "/ckpt.safetensors";
+
+  random::set_seed(7);
+  nn::Sequential model{nn::Dense(32, nn::relu), nn::Dense(5)};
+  optim::Adam adam(0.01);
+  distribute::DataParallel dp(cluster);
+  auto step = dp.function([&](Tensor x, Tensor y) {
+    GradientTape tape;
+    Tensor loss = nn::sparse_softmax_cross_entropy(y, model(x, true));
+    auto vars = model.trainable_variables();
+    adam.apply_gradients(tape.gradient(loss, vars), vars);
+    return loss;
+  });
+  Checkpoint ckpt({{"model", model}, {"optimizer", adam}});
+  if (mode == "resume") ckpt.restore(path);
+  for (int i = static_cast<int>(adam.iterations()); i < steps; ++i) {
+    const int64_t rows = 40 + i % 3;  // uneven shards on some steps
+    Tensor x = random::normal({rows, 12}, 0, 1, 100 + i);
+    Tensor y = cast(random::uniform({rows}, 0, 4.999, 200 + i), int32);
+    const float loss = step(x, y).item<float>();
+    std::printf("step %d loss %.9g\n", i, static_cast<double>(loss));
+    std::fflush(stdout);
+    if (mode == "die-after" && (i + 1) % 3 == 0) ckpt.save(path);
+    if (mode == "die-after" && i + 1 == steps) ::kill(::getpid(), SIGKILL);  // steps after the checkpoint are lost
+  }
+  return 0;
+}
