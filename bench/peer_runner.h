@@ -8,6 +8,11 @@
 //   if (tf) use((*tf)["step_ms"]); else print("n/a: " + why_not);
 //
 // A peer that cannot run is reported, never fatal: the benchmark prints weft alone with the reason.
+// Pass the script a --timeout somewhat below timeout_s, so that a hung run is reported by the
+// script itself (which names the stuck worker) before `timeout` has to stop it.
+//
+// Under mpirun, call this on one rank only, and keep the other ranks from spinning meanwhile (Open
+// MPI's blocking calls busy-poll a core, which the peer's workers then lack on a small machine).
 // The run is bounded by `timeout` (coreutils), which signals the script's whole process group, and
 // the scripts kill their own worker processes on SIGTERM, so nothing is left behind.
 #pragma once
