@@ -14,7 +14,6 @@ synthetic data with SGD(0.01), global batch N * batch-per-replica, the step a `s
 Logs go to stderr. Exit codes as in local_cluster.py (3: TensorFlow missing for this interpreter).
 """
 import json
-import os
 import sys
 import time
 
