@@ -2,6 +2,8 @@
 // Unavailable naming the task within 15 seconds, and then every process must end. ctest runs this
 // under mpirun --enable-recovery (what weft-launch does), with 3 ranks and a 3 s liveness timeout;
 // rank 2 kills itself 1.5 s after start. The test passes when the chief prints its report.
+// With WEFT_TEST_DATA_PARALLEL=1 the chief trains data-parallel instead of running a Session, so
+// the lost task is one the step's gradient all-reduce waits for.
 // With WEFT_TEST_CHIEF_DIES=1 the chief kills itself instead, right after start-up: the tasks
 // must notice the silence and end the job (they print why).
 #include <signal.h>
@@ -9,6 +11,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <iostream>
 #include <thread>
 
@@ -23,24 +27,42 @@ int main(int argc, char** argv) {
     }).detach();
   Cluster cluster = cluster::init(argc, argv);
   if (std::getenv("WEFT_TEST_CHIEF_DIES")) ::kill(::getpid(), SIGKILL);
+  std::function<void()> run_step;
   Graph g;
   Tensor out;
-  {
-    GraphScope scope(g);
-    Tensor x = placeholder(float32, {256, 256}, "x");
-    Tensor h;
-    {
-      DeviceScope on("/job:worker/task:1");
-      h = tanh(matmul(x, x));
-    }
-    DeviceScope on("/job:worker/task:2");
-    out = reduce_sum(matmul(h, h));
-  }
-  Session sess(g, cluster);
+  std::optional<Session> sess;
   const Tensor x = random::uniform({256, 256}, -0.1, 0.1, 3);
+  nn::Sequential model{nn::Dense(256, nn::tanh), nn::Dense(1)};
+  optim::SGD sgd(0.01);
+  std::optional<distribute::DataParallel> dp;
+  if (std::getenv("WEFT_TEST_DATA_PARALLEL")) {
+    dp.emplace(cluster);
+    auto step = dp->function([&](Tensor xb) {
+      GradientTape tape;
+      Tensor loss = reduce_mean(square(model(xb)));
+      auto vars = model.trainable_variables();
+      sgd.apply_gradients(tape.gradient(loss, vars), vars);
+      return loss;
+    });
+    run_step = [step, &x]() mutable { (void)step(x); };
+  } else {
+    {
+      GraphScope scope(g);
+      Tensor xp = placeholder(float32, {256, 256}, "x");
+      Tensor h;
+      {
+        DeviceScope on("/job:worker/task:1");
+        h = tanh(matmul(xp, xp));
+      }
+      DeviceScope on("/job:worker/task:2");
+      out = reduce_sum(matmul(h, h));
+    }
+    sess.emplace(g, cluster);
+    run_step = [&] { (void)sess->run({{"x:0", x}}, {out}); };
+  }
   const auto start = std::chrono::steady_clock::now();
   try {
-    for (;;) (void)sess.run({{"x:0", x}}, {out});
+    for (;;) run_step();
   } catch (const Unavailable& e) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string what = e.what();
