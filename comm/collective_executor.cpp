@@ -311,4 +311,12 @@ void set_process_collectives(std::unique_ptr<CollectiveExecutor> executor) {
   if (old) (void)old.release();
 }
 
+void shut_down_process_collectives() {
+  std::unique_ptr<CollectiveExecutor> old;
+  {
+    std::lock_guard lock(g_collectives_mu);
+    old = std::move(collectives_slot());
+  }
+}
+
 }  // namespace weft

@@ -135,7 +135,11 @@ class CollectiveExecutor {
 
 // The process's collective executor: local only until cluster::init installs the MPI one.
 CollectiveExecutor& process_collectives();
-// Installs `executor` as the process's (cluster::init, before any step runs).
+// Installs `executor` as the process's (cluster::init, before any step runs). The one it replaces
+// is kept alive (a kernel may still hold it).
 void set_process_collectives(std::unique_ptr<CollectiveExecutor> executor);
+// Destroys the process's executor (its transport's progress thread ends): before MPI_Finalize,
+// when no step runs any more. A later process_collectives() makes a local one.
+void shut_down_process_collectives();
 
 }  // namespace weft

@@ -73,7 +73,8 @@ class CollectiveOrder {
 
   // Whether `k` (which passed check) is the one to issue now.
   bool is_next(const CollectiveInstanceKey& k) const {
-    if (!started_ || k.step_id > step_) return k.instance_key == 0;
+    if (!started_) return k.instance_key == 0;
+    if (k.step_id > step_) return k.instance_key == 0 && next_ >= group_instances_;
     return k.step_id == step_ && k.group_key == group_key_ && k.instance_key == next_;
   }
 
