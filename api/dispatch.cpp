@@ -1,6 +1,7 @@
 #include "api/dispatch.h"
 
 #include <array>
+#include <future>
 #include <mutex>
 
 #include "api/context.h"
@@ -77,10 +78,21 @@ void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& att
   const KernelRef kernel = find_kernels(op, dev->type(), kernel_dtype);
   if (!kernel.found() && !op.has(kForwardsInput))
     throw_no_kernel(op, dev->type(), kernel_dtype, "inputs: " + describe_inputs(inputs));
-  if (kernel.async)
-    throw FailedPrecondition("[" + op.display + "] only runs inside a graph (it waits for another device or process)");
   std::vector<Tensor> moved;
   std::span<const Tensor> ins = inputs_on(dev, inputs, moved);
+  if (kernel.async) {
+    // The synchronous face of an asynchronous kernel (a collective called eagerly): start it and
+    // wait for its callback. Kernels that need a step (Recv) throw at once without a run context.
+    std::span<Tensor> out_span(outs.data(), static_cast<size_t>(ic.num_outputs()));
+    allocate_outputs(op, [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, ins, out_span,
+                     *dev);
+    KernelContext kc{op, ins, out_span, attrs, *dev, nullptr};
+    std::promise<std::exception_ptr> finished;
+    auto result = finished.get_future();
+    kernel.async(kc, [&finished](std::exception_ptr error) { finished.set_value(std::move(error)); });
+    if (std::exception_ptr error = result.get()) std::rethrow_exception(error);
+    return;
+  }
   run_kernel(op, kernel.sync, *dev, attrs, ins, std::span<Tensor>(outs.data(), static_cast<size_t>(ic.num_outputs())),
              [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); });
 }

@@ -6,6 +6,8 @@
 
 #include "cluster/cluster_runtime.h"
 #include "cluster/task_server.h"
+#include "comm/collective_executor.h"
+#include "comm/mpi_collectives.h"
 #include "kernels/register_all.h"
 #include "runtime/device.h"
 
@@ -25,6 +27,7 @@ void shut_down_at_exit() {
     MPI_Abort(MPI_COMM_WORLD, 14);
   }
   g_runtime->shut_down_tasks();
+  shut_down_process_collectives();
   // Give the shutdown messages a moment to leave before MPI is finalised.
   delete g_runtime;
   g_runtime = nullptr;
@@ -88,6 +91,11 @@ Cluster cluster_from_runtime(ClusterRuntime* runtime) {
 
 int Cluster::num_tasks() const { return runtime_ ? runtime_->spec().num_tasks() : 1; }
 
+void Cluster::reset_collectives() const {
+  if (runtime_) runtime_->reset_collectives();
+  else process_collectives().reset();
+}
+
 int Cluster::rank() const { return runtime_ ? runtime_->rank() : 0; }
 
 std::vector<std::string> Cluster::task_names() const {
@@ -128,18 +136,26 @@ Cluster init(int& argc, char**& argv) {
   if (task.devices.logical_cpus && !local_devices_created()) set_logical_cpus(*task.devices.logical_cpus);
   register_builtin_ops();
 
-  MPI_Comm control, data;
+  // Control, tensors and collectives each on a communicator of their own. Collectives get a parent
+  // that only ever makes their communicator (now, and again at each reset: comm/mpi_collectives.h).
+  MPI_Comm control, data, collectives_parent;
   MPI_Comm_dup(MPI_COMM_WORLD, &control);
   MPI_Comm_dup(MPI_COMM_WORLD, &data);
+  MPI_Comm_dup(MPI_COMM_WORLD, &collectives_parent);
   std::vector<DeviceInfo> devices = gather_devices(control, rank, size);
   g_runtime = new ClusterRuntime(std::move(*spec), rank, control, data);
   g_runtime->devices = std::move(devices);
+  std::vector<std::string> task_names;
+  for (int r = 0; r < size; ++r) task_names.push_back(g_runtime->task_name(r));
+  set_process_collectives(
+      std::make_unique<CollectiveExecutor>(std::make_unique<MpiCollectives>(collectives_parent, std::move(task_names))));
 
   if (rank != g_runtime->spec().chief_rank()) {
     {
       TaskServer server(*g_runtime);
       server.serve();
     }
+    shut_down_process_collectives();
     delete g_runtime;
     g_runtime = nullptr;
     MPI_Finalize();

@@ -37,6 +37,10 @@ class Cluster {
   int rank() const;
   bool is_chief() const { return rank() == 0; }
 
+  // Every task resets its collectives together (after a failed step that ran collectives, whose
+  // groups are then interrupted); Unavailable when a task does not take part in time. Chief only.
+  void reset_collectives() const;
+
   // For Session: the process's runtime (null for a cluster of one process without init).
   ClusterRuntime* runtime() const { return runtime_; }
 

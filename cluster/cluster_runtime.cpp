@@ -5,6 +5,7 @@
 
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
+#include "comm/collective_executor.h"
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/graph_format.h"
@@ -168,6 +169,31 @@ void ClusterRuntime::declare_lost(int rank) {
     cv_.notify_all();
   }
   for (CancellationManager* c : cancels) c->cancel(error);
+}
+
+void ClusterRuntime::reset_collectives() {
+  if (rank_ != spec_.chief_rank()) throw FailedPrecondition("[cluster] reset_collectives is the chief's to call");
+  std::lock_guard serial(reset_mu_);
+  Waiter w;
+  for (int r = 0; r < spec_.num_tasks(); ++r)
+    if (r != rank_) w.pending.insert(r);
+  const auto key = std::make_pair(static_cast<int>(proto::Reply::Kind::RESET_COLLECTIVES), uint64_t{0});
+  {
+    std::lock_guard lock(mu_);
+    if (lost_) std::rethrow_exception(lost_);
+    waiters_[key] = &w;
+  }
+  for (int r : std::set<int>(w.pending))
+    send_request(r, [](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setResetCollectives(); });
+  std::exception_ptr local;
+  try {
+    process_collectives().reset(kCollectivesResetTimeout);  // meanwhile, with the tasks
+  } catch (...) {
+    local = std::current_exception();
+  }
+  std::exception_ptr remote = wait_for(w, key);
+  if (local) std::rethrow_exception(local);
+  if (remote) std::rethrow_exception(remote);
 }
 
 void ClusterRuntime::shut_down_tasks() {

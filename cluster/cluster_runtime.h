@@ -32,6 +32,9 @@
 namespace weft {
 
 
+// How long a reset of the collectives waits for every task to take part.
+inline constexpr std::chrono::milliseconds kCollectivesResetTimeout{10000};
+
 class ClusterRuntime {
  public:
   ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data);
@@ -54,6 +57,11 @@ class ClusterRuntime {
   std::string host_device() const;
   // Chief: placement candidates, every device of every task.
   std::vector<PlacementDevice> placement_devices() const;
+  // Chief: every task, this one included, resets its collectives together
+  // (CollectiveExecutor::reset: after a failed data-parallel step, the groups work again). Waits
+  // for every answer, bounded by liveness; the first error (Unavailable when a task did not take
+  // part within kCollectivesResetTimeout) is thrown.
+  void reset_collectives();
   // Chief: tells every task to exit and waits (bounded) for them to say so. Idempotent.
   void shut_down_tasks();
 
@@ -87,6 +95,7 @@ class ClusterRuntime {
   std::unique_ptr<MpiRendezvous> rendezvous_;
 
   // Chief only.
+  std::mutex reset_mu_;  // one reset of the collectives at a time: its answers carry no id
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<int, uint64_t>, Waiter*> waiters_;  // (kind, id) -> who waits

@@ -127,6 +127,9 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
       case proto::Request::SHUTDOWN:
         out.kind = ControlRequest::Kind::kShutdown;
         return out;
+      case proto::Request::RESET_COLLECTIVES:
+        out.kind = ControlRequest::Kind::kResetCollectives;
+        return out;
       case proto::Request::PING:
         out.kind = ControlRequest::Kind::kPing;
         return out;
@@ -144,7 +147,7 @@ ControlReply decode_reply(std::span<const capnp::word> words, const std::string&
     const proto::Reply::Reader r = reader.getRoot<proto::Reply>();
     ControlReply out;
     out.kind = r.getKind();
-    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::PING))
+    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::RESET_COLLECTIVES))
       damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
     out.step_id = r.getStepId();
     out.handle = r.getHandle();

@@ -23,7 +23,7 @@
 namespace weft {
 
 struct ControlRequest {
-  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing };
+  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
   uint64_t handle = 0;                  // kRegister, kRunStep, kRelease

@@ -5,6 +5,7 @@
 
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
+#include "comm/collective_executor.h"
 #include "runtime/graph_format.h"
 
 namespace weft {
@@ -153,6 +154,25 @@ void TaskServer::handle(const ControlRequest& request) {
     }
     case ControlRequest::Kind::kPing:
       reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
+      return;
+    case ControlRequest::Kind::kResetCollectives:
+      // Off the serve loop: the reset waits (bounded) for every task, and pings must still be answered.
+      post([this] {
+        std::exception_ptr error;
+        try {
+          process_collectives().reset(kCollectivesResetTimeout);
+        } catch (...) {
+          error = error_at_task(std::current_exception(), task_);
+        }
+        reply([&](capnp::MessageBuilder& b) {
+          auto r = b.initRoot<proto::Reply>();
+          r.setKind(proto::Reply::Kind::RESET_COLLECTIVES);
+          if (error) {
+            r.setHasError(true);
+            error_to_proto(error, r.initError());
+          }
+        });
+      });
       return;
     case ControlRequest::Kind::kShutdown:
       return;

@@ -20,6 +20,7 @@
 #include "api/nn/layers.h"
 #include "api/nn/losses.h"
 #include "api/ops/array.h"
+#include "api/ops/collective.h"
 #include "api/ops/creation.h"
 #include "api/ops/linalg.h"
 #include "api/ops/math.h"

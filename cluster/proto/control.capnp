@@ -19,6 +19,7 @@ struct Request {
     endSession @4 :UInt64;      # forget a session's variables
     shutdown @5 :Void;          # the chief is done: leave the serve loop and exit
     ping @6 :Void;              # liveness
+    resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
   }
 }
 
@@ -61,5 +62,6 @@ struct Reply {
     release @2;
     endSession @3;
     ping @4;
+    resetCollectives @5;
   }
 }
