@@ -149,7 +149,7 @@ void GraphBuilder::order_side_effect(Node& n) {
     }
     writes_variable = true;
   }
-  if (!writes_variable) {
+  if (!writes_variable && !n.op->has(kUnorderedSideEffect)) {
     if (last_side_effect_ >= 0) graph_->add_control_input(n.id, last_side_effect_);
     last_side_effect_ = n.id;
   }

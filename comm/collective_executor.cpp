@@ -98,7 +98,7 @@ struct CollectiveExecutor::Impl {
       if (inst->finished) return;
       inst->finished = true;
       arrivals.swap(inst->arrived);
-      cross = inst->cross;
+      cross = std::move(inst->cross);
     }
     {
       std::lock_guard lock(mu);
@@ -117,6 +117,7 @@ struct CollectiveExecutor::Impl {
       if (inst->finished) return;
       inst->finished = true;
       arrivals.swap(inst->arrived);
+      inst->cross = nullptr;
     }
     for (auto& [member, a] : arrivals)
       if (a.cancellation && a.token != kNoCancellationToken) a.cancellation->deregister_callback(a.token);
@@ -244,10 +245,9 @@ void CollectiveExecutor::run_async(const CollectiveParams& p, int64_t step_id, s
     } else {
       auto cross = make_cross(gp, inst->combined, inst->member_ranks, contributions);
       cross->key = {gp.group_key, inst->step_id, gp.instance_key, gp.group_instances};
-      std::weak_ptr<Instance> weak = inst;
-      cross->done = [this, weak, c = cross.get()](std::exception_ptr error) {
-        auto i = weak.lock();
-        if (!i) return;
+      // The callback owns the instance until the transport is done with it (the instance lets go
+      // of `cross` when it finishes: no cycle is left).
+      cross->done = [this, i = inst, c = cross.get()](std::exception_ptr error) {
         if (error) return impl_->fail(*this, i, error);
         std::vector<Tensor> outs;
         try {

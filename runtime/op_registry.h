@@ -48,6 +48,9 @@ enum OpFlags : uint32_t {
   kNotDifferentiable = 1u << 4,
   kSideEffect = 1u << 5,      // changes something outside its outputs (a variable, stderr): never pruned
   kSetsOutputs = 1u << 6,     // the kernel sets its outputs itself (Const, ReadVariable, If): none preallocated
+  // A side effect that keeps no program order with the others (collectives): chaining the members
+  // of a group, each waiting for the other devices, would deadlock them.
+  kUnorderedSideEffect = 1u << 7,
 };
 
 struct TensorMeta {

@@ -15,7 +15,8 @@
 // for non-root members, dtype (Type) and shape (Shape).
 //
 // Flags: stateful and with a side effect (every member must take part: never merged by CSE, folded
-// or pruned as dead), and NOT differentiable (a gradient of a collective is another collective
+// or pruned as dead) kept in no program order with other side effects (a chain through the members
+// of a group would deadlock them: each waits for the others), and NOT differentiable (a gradient of a collective is another collective
 // the training code places itself). The kernels set their outputs themselves (kSetsOutputs): an
 // all-reduce of one input needs no copy, an all-gather's dim 0 is known only at run time.
 #include "kernels/collective_attrs.h"
@@ -150,7 +151,7 @@ void register_collective_defs() {
                                        {"member", AttrType::Int},
                                        {"instance_key", AttrType::Int},
                                        {"group_instances", AttrType::Int}};
-  constexpr uint32_t flags = kStateful | kSideEffect | kNotDifferentiable | kSetsOutputs;
+  constexpr uint32_t flags = kStateful | kSideEffect | kUnorderedSideEffect | kNotDifferentiable | kSetsOutputs;
   auto with = [&](std::vector<AttrSpec> more) {
     std::vector<AttrSpec> all = group;
     all.insert(all.end(), more.begin(), more.end());
