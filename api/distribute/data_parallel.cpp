@@ -1,6 +1,8 @@
 #include "api/distribute/data_parallel.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <source_location>
@@ -128,7 +130,7 @@ DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions
 void DataParallelState::sync_variables(bool force) {
   const uint64_t writes = eager_variable_writes();
   if (!force && !failed && writes == synced_writes) return;
-  // MERGE(i15-coll): if (failed && runtime) runtime->reset_collectives();
+  if (failed && runtime) runtime->reset_collectives();
   failed = false;
   for (auto it = broadcasts.begin(); it != broadcasts.end();) {
     std::shared_ptr<const CompiledGraph> graph = it->lock();
@@ -136,7 +138,9 @@ void DataParallelState::sync_variables(bool force) {
       it = broadcasts.erase(it);
       continue;
     }
+    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: broadcast\n");
     graph->run({});
+    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: broadcast done\n");
     ++it;
   }
   synced_writes = writes;
@@ -297,6 +301,7 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
 
   s.sync_variables(/*force=*/false);
   try {
+    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: step\n%s\n", trace->summary.c_str());
     return trace->step->run(feeds);
   } catch (...) {
     // Replicas may have stopped at different points: their collectives and variables are set
