@@ -3,6 +3,7 @@
 #include <capnp/serialize.h>
 
 #include "runtime/error.h"
+#include "runtime/timeline_format.h"
 
 namespace weft {
 
@@ -130,6 +131,17 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
       case proto::Request::PING:
         out.kind = ControlRequest::Kind::kPing;
         return out;
+      case proto::Request::TIMELINE_CONTROL: {
+        const auto t = r.getTimelineControl();
+        out.kind = ControlRequest::Kind::kTimelineControl;
+        out.handle = t.getId();
+        out.timeline_enable = t.getEnable();
+        out.timeline_collect = t.getCollect();
+        out.chief_time_us = t.getChiefTime();
+        return out;
+      }
+      case proto::Request::RESERVED_RESET_COLLECTIVES:
+        break;  // no such request yet
     }
     damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
   } catch (const kj::Exception& e) {
@@ -144,11 +156,25 @@ ControlReply decode_reply(std::span<const capnp::word> words, const std::string&
     const proto::Reply::Reader r = reader.getRoot<proto::Reply>();
     ControlReply out;
     out.kind = r.getKind();
-    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::PING))
+    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE) ||
+        out.kind == proto::Reply::Kind::RESERVED_RESET_COLLECTIVES)
       damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
     out.step_id = r.getStepId();
     out.handle = r.getHandle();
     if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+    if (out.kind == proto::Reply::Kind::TIMELINE) {
+      out.task_time_us = r.getTaskTime();
+      if (r.hasTimeline()) {
+        const capnp::Data::Reader d = r.getTimeline();
+        // Damaged events are a damaged message: InvalidArgument naming the task, like the rest.
+        try {
+          out.timeline = timeline::decode_events(
+              std::string_view(reinterpret_cast<const char*>(d.begin()), d.size()), "task " + task);
+        } catch (const InvalidArgument& e) {
+          damaged(task, e.what());
+        }
+      }
+    }
     return out;
   } catch (const kj::Exception& e) {
     damaged(task, e.getDescription().cStr());

@@ -54,6 +54,10 @@ bool count_last_read(std::atomic<int32_t>& readers) {
   }
 }
 
+void record_on_timeline(const Node& n, const char* category, const std::string& track, int64_t start_us) {
+  timeline::record(n.name, category, track, start_us, timeline::now_us(), {{"op", n.type()}, {"node", n.name}});
+}
+
 Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Parallelism parallelism)
     : graph_(std::move(graph)), spec_(std::move(spec)) {
   const GraphIR& g = *graph_;
@@ -87,6 +91,11 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
     const KernelRef kernel = kernel_for(*n.op, s.device->type(), kernel_dtype(g, n), n.describe());
     s.fn = kernel.sync;
     s.async = kernel.async;
+    s.track = cluster_device_name(*s.device);
+    // Asynchronous kernels wait for others: a Recv for its tensor, a collective for its peers.
+    if (n.type() == "Send") s.category = "send";
+    else if (n.type() == "Recv") s.category = "recv";
+    else if (s.async) s.category = "collective";
     if (s.async) s.async_slot = num_async_++;
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
@@ -224,6 +233,8 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
     for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
     const OpDef& op = *n.op;
     const std::span<const Tensor> cins(ins.data(), ni);
+    // Off, the timeline costs this one relaxed load per node.
+    const int64_t timeline_start = timeline::enabled() ? timeline::now_us() : -1;
     if (s.static_shapes) {
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
                  &st.ctx, reuse ? s.reuse_input : -1);
@@ -234,6 +245,7 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
                  [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, &st.ctx,
                  reuse ? s.reuse_input : -1);
     }
+    if (timeline_start >= 0) record_on_timeline(n, s.category, s.track, timeline_start);
   } catch (...) {
     clear_scratch();
     rethrow_for_node(n);
