@@ -69,8 +69,10 @@ class ClusterRuntime {
   void shut_down_tasks();
 
   // Chief: turns timeline recording on or off on every other task and, with `collect`, takes the
-  // events each recorded, shifted onto this process's clock (the task's offset estimated as its
-  // clock on receipt minus the midpoint of this request's send and its answer's arrival).
+  // events each recorded out of it. Stopping with `collect`, returns them shifted onto this
+  // process's clock (the task's offset estimated as its clock on receipt minus the midpoint of the
+  // request's send and its answer's arrival, from the shortest of a few round trips); starting,
+  // discards them and returns nothing.
   // Bounded: a task that does not answer within `timeout` is DeadlineExceeded naming it; a lost
   // task is Unavailable naming it.
   std::vector<TaskTimeline> timeline_control(bool enable, bool collect, std::chrono::milliseconds timeout);

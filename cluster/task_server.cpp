@@ -183,7 +183,8 @@ void TaskServer::control_timeline(const ControlRequest& request) {
                      r.initError());
       return;
     }
-    r.setTimeline(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(events.data()), events.size()));
+    if (request.timeline_collect)
+      r.setTimeline(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(events.data()), events.size()));
   });
 }
 

@@ -74,7 +74,9 @@ TEST(ClusterProfiler, TheTraceOnTheChiefHasEveryTasksEventsOnItsClock) {
     EXPECT_LE(ts + dur, end) << e.dump();
     const std::string track = tracks.at({pid, e.at("tid")});
     // Kernels are drawn on the device they ran on, which belongs to the task of their process.
-    if (e.at("cat") != "step") EXPECT_EQ(track.rfind(processes[pid] + "/device:", 0), 0u) << track;
+    if (e.at("cat") != "step") {
+      EXPECT_EQ(track.rfind(processes[pid] + "/device:", 0), 0u) << track;
+    }
   }
   // Task 1 receives x and sends its result; task 2 receives both and sends; the chief receives.
   for (int t : {0, 1, 2}) {
