@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "api/ops/array.h"
 #include "api/ops/creation.h"
 #include "api/ops/linalg.h"
 #include "api/session.h"

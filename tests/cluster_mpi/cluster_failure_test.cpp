@@ -3,11 +3,14 @@
 // under mpirun --enable-recovery (what weft-launch does), with 3 ranks and a 3 s liveness timeout;
 // rank 2 kills itself 1.5 s after start. The test passes when the chief prints its report.
 // With WEFT_TEST_CHIEF_DIES=1 the chief kills itself instead, right after start-up: the tasks
-// must notice the silence and end the job (they print why).
+// must notice the silence and end the job (they print why). With WEFT_TEST_PROFILE=1 the chief
+// starts and stops the profiler instead of running steps: gathering the timeline must end the
+// same way, with the lost task named.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -39,11 +42,20 @@ int main(int argc, char** argv) {
   Session sess(g, cluster);
   const Tensor x = random::uniform({256, 256}, -0.1, 0.1, 3);
   const auto start = std::chrono::steady_clock::now();
+  const bool profile = std::getenv("WEFT_TEST_PROFILE") != nullptr;
+  const std::string trace = "/tmp/weft_killed_worker_trace_" + std::to_string(::getpid()) + ".json";
   try {
+    if (profile) {
+      for (;;) {
+        profiler::start();
+        profiler::stop(trace);
+      }
+    }
     for (;;) (void)sess.run({{"x:0", x}}, {out});
   } catch (const Unavailable& e) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string what = e.what();
+    if (profile) std::remove(trace.c_str());
     const bool names_task = what.find("/job:worker/replica:0/task:2") != std::string::npos;
     std::cout << (names_task && s < 15.0 ? "lost task reported" : "WRONG REPORT") << " after " << s << " s: " << what
               << std::endl;
