@@ -222,7 +222,7 @@ class Executor::Frame {
       --async_in_flight_;  // the token (still counted) keeps the step from looking stuck
     }
     // The whole wait, from the kernel's start until now: what a Recv's span is there to show.
-    if (slot.timeline_start_us >= 0) record_on_timeline(n, s.category, s.track, slot.timeline_start_us);
+    if (slot.timeline_start_us >= 0) record_on_timeline(n, true, *s.track, slot.timeline_start_us);
     std::vector<Item> ready;
     try {
       if (error) std::rethrow_exception(error);

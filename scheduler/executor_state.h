@@ -31,9 +31,7 @@ struct Executor::Step {
   int32_t reuse_input = -1;     // input slot whose buffer output 0 may take over
   std::vector<int32_t> successors;  // plan indices, one entry per edge (data or control)
   int32_t pending = 0;              // edges into this step from planned steps
-  // The timeline's view of the node: its device's full name and its event category.
-  std::string track;
-  const char* category = "kernel";
+  const std::string* track = nullptr;  // the timeline's track: the device's full name
 };
 
 class Executor::Context final : public RunContext {
@@ -96,7 +94,8 @@ struct Executor::RunState {
 // Appends the node's name and source line to the error being handled, unless it names them.
 [[noreturn]] void rethrow_for_node(const Node& n);
 
-// Records one run of the step's node on the timeline, from start_us until now.
-void record_on_timeline(const Node& n, const char* category, const std::string& track, int64_t start_us);
+// Records one run of a node on the timeline, from start_us until now, on the track of its device.
+// Asynchronous kernels wait for others: a Recv for its tensor, a collective for its peers.
+void record_on_timeline(const Node& n, bool async, const std::string& track, int64_t start_us);
 
 }  // namespace weft
