@@ -170,4 +170,9 @@ Cluster init(int& argc, char**& argv) {
 // For list_devices() on the chief: every task's devices (api/devices.cpp asks).
 const std::vector<DeviceInfo>* cluster_devices() { return g_runtime ? &g_runtime->devices : nullptr; }
 
+ClusterRuntime* chief_runtime() {
+  // init returns only on the chief, so a runtime here is the chief's.
+  return g_runtime && g_runtime->spec().num_tasks() > 1 ? g_runtime : nullptr;
+}
+
 }  // namespace weft

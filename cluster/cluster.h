@@ -61,5 +61,8 @@ Cluster init(int& argc, char**& argv);
 // Every task's devices when this process is a cluster's chief (list_devices() returns them), else
 // null.
 const std::vector<DeviceInfo>* cluster_devices();
+// The runtime of the cluster this process is the chief of, when it has other tasks, else null:
+// for what acts on the whole cluster without a Cluster object at hand (api/profiler.h).
+ClusterRuntime* chief_runtime();
 
 }  // namespace weft

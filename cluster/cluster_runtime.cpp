@@ -13,16 +13,6 @@
 
 namespace weft {
 
-// Who waits for replies of one (kind, id): the ranks still to answer, and the first error.
-struct ClusterRuntime::Waiter {
-  std::set<int> pending;
-  std::exception_ptr error;
-  CancellationManager* cancel = nullptr;  // steps: cancelled with the first error
-  int64_t step_id = -1;                   // steps: which, for the deadline's message
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  std::chrono::milliseconds timeout{0};
-};
-
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
     : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
   rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); });
@@ -76,7 +66,7 @@ void ClusterRuntime::dispatch_replies() {
     std::optional<ControlChannel::Message> m;
     try {
       m = channel_.try_receive(kReplyTag);
-      if (m) on_reply(m->source, *m);
+      if (m) on_reply(m->source, *m, timeline::now_us());
     } catch (const std::exception& e) {
       // A damaged reply: the task that sent it is broken, which is as good as lost.
       std::cerr << "weft: " << e.what() << "\n";
@@ -106,10 +96,10 @@ void ClusterRuntime::dispatch_replies() {
   }
 }
 
-void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message) {
+void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message, int64_t received_us) {
   if (source <= 0 || source >= spec_.num_tasks())
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
-  const ControlReply reply = decode_reply(message.words, task_name(source));
+  ControlReply reply = decode_reply(message.words, task_name(source));
   const int kind = static_cast<int>(reply.kind);
   const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
   const std::exception_ptr error = reply.error;
@@ -121,6 +111,7 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
     if (it == waiters_.end()) return;  // a ping, or an answer nobody waits for any more
     Waiter& w = *it->second;
     if (!w.pending.erase(source)) return;  // a second answer from the same task: ignored
+    if (w.on_answer && !error) w.on_answer(source, reply, received_us);
     if (error && !w.error) {
       w.error = error;
       cancel = w.cancel;
@@ -139,9 +130,11 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
       if (now < w->deadline || w->pending.empty()) continue;
       std::string running;
       for (int r : w->pending) running += (running.empty() ? "" : ", ") + task_name(r);
+      const std::string what = w->what.empty() ? "step " + std::to_string(w->step_id) : w->what;
       std::exception_ptr e = std::make_exception_ptr(DeadlineExceeded(
-          "[cluster] step " + std::to_string(w->step_id) + " passed its deadline of " +
-          std::to_string(w->timeout.count()) + " ms; still running: " + running));
+          "[cluster] " + what + " passed its deadline of " +
+          std::to_string(w->timeout.count()) + " ms; " +
+          (w->what.empty() ? "still running: " : "no answer from: ") + running));
       if (!w->error) w->error = e;
       w->pending.clear();  // their answers, if they come, are for nobody now
       w->deadline = std::chrono::steady_clock::time_point::max();

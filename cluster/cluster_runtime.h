@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/timeline.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/control_channel.h"
 #include "comm/mpi_rendezvous.h"
@@ -31,6 +33,15 @@
 
 namespace weft {
 
+struct ControlReply;
+class CancellationManager;
+
+// One task's timeline events, gathered by the chief (ClusterRuntime::timeline_control).
+struct TaskTimeline {
+  int rank = 0;
+  std::string task;                     // its name, "/job:worker/replica:0/task:1"
+  std::vector<timeline::Event> events;  // moved onto the chief's clock
+};
 
 // How long a reset of the collectives waits for every task to take part.
 inline constexpr std::chrono::milliseconds kCollectivesResetTimeout{10000};
@@ -65,10 +76,31 @@ class ClusterRuntime {
   // Chief: tells every task to exit and waits (bounded) for them to say so. Idempotent.
   void shut_down_tasks();
 
+  // Chief: turns timeline recording on or off on every other task and, with `collect`, takes the
+  // events each recorded out of it. Stopping with `collect`, returns them shifted onto this
+  // process's clock (the task's offset estimated as its clock on receipt minus the midpoint of the
+  // request's send and its answer's arrival, from the shortest of a few round trips); starting,
+  // discards them and returns nothing.
+  // Bounded: a task that does not answer within `timeout` is DeadlineExceeded naming it; a lost
+  // task is Unavailable naming it.
+  std::vector<TaskTimeline> timeline_control(bool enable, bool collect, std::chrono::milliseconds timeout);
+
   // Chief only, for the session and graph objects below.
   class SessionTasks;
   class Graph;
-  struct Waiter;
+  // Who waits for replies of one (kind, id): the ranks still to answer, and the first error.
+  struct Waiter {
+    std::set<int> pending;
+    std::exception_ptr error;
+    CancellationManager* cancel = nullptr;  // steps: cancelled with the first error
+    int64_t step_id = -1;                   // steps: which, for the deadline's message
+    std::string what;                       // not a step: what is awaited, for the deadline's message
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    std::chrono::milliseconds timeout{0};
+    // Called (under the runtime's lock, so briefly) with each awaited answer and the time it came
+    // (timeline::now_us()), for requests whose answers carry more than an error.
+    std::function<void(int rank, ControlReply& reply, int64_t received_us)> on_answer;
+  };
   void send_request(int rank, const std::function<void(capnp::MessageBuilder&)>& build);
   // Waits until every rank `w` waits for has answered, or a task is lost (bounded by liveness);
   // forgets the waiter (registered under `key`) and returns its error, or the loss, or null.
@@ -84,7 +116,7 @@ class ClusterRuntime {
 
  private:
   void dispatch_replies();  // the chief's reply thread
-  void on_reply(int source, const ControlChannel::Message& message);
+  void on_reply(int source, const ControlChannel::Message& message, int64_t received_us);
   void declare_lost(int rank);
   void check_deadlines(std::chrono::steady_clock::time_point now);
 
@@ -101,7 +133,7 @@ class ClusterRuntime {
   std::map<std::pair<int, uint64_t>, Waiter*> waiters_;  // (kind, id) -> who waits
   std::vector<std::chrono::steady_clock::time_point> last_heard_;  // per rank
   std::exception_ptr lost_;  // set once a task is lost: every later wait fails with it
-  uint64_t next_session_ = 1, next_handle_ = 1;
+  uint64_t next_session_ = 1, next_handle_ = 1, next_timeline_id_ = 1;
   int64_t next_step_ = 1;
   bool stopping_ = false, shut_down_ = false;
   std::thread dispatcher_;

@@ -3,6 +3,7 @@
 #include <capnp/serialize.h>
 
 #include "runtime/error.h"
+#include "runtime/timeline_format.h"
 
 namespace weft {
 
@@ -133,6 +134,15 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
       case proto::Request::PING:
         out.kind = ControlRequest::Kind::kPing;
         return out;
+      case proto::Request::TIMELINE_CONTROL: {
+        const auto t = r.getTimelineControl();
+        out.kind = ControlRequest::Kind::kTimelineControl;
+        out.handle = t.getId();
+        out.timeline_enable = t.getEnable();
+        out.timeline_collect = t.getCollect();
+        out.chief_time_us = t.getChiefTime();
+        return out;
+      }
     }
     damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
   } catch (const kj::Exception& e) {
@@ -147,11 +157,24 @@ ControlReply decode_reply(std::span<const capnp::word> words, const std::string&
     const proto::Reply::Reader r = reader.getRoot<proto::Reply>();
     ControlReply out;
     out.kind = r.getKind();
-    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::RESET_COLLECTIVES))
+    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE))
       damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
     out.step_id = r.getStepId();
     out.handle = r.getHandle();
     if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+    if (out.kind == proto::Reply::Kind::TIMELINE) {
+      out.task_time_us = r.getTaskTime();
+      if (r.hasTimeline()) {
+        const capnp::Data::Reader d = r.getTimeline();
+        // Damaged events are a damaged message: InvalidArgument naming the task, like the rest.
+        try {
+          out.timeline = timeline::decode_events(
+              std::string_view(reinterpret_cast<const char*>(d.begin()), d.size()), "task " + task);
+        } catch (const InvalidArgument& e) {
+          damaged(task, e.what());
+        }
+      }
+    }
     return out;
   } catch (const kj::Exception& e) {
     damaged(task, e.getDescription().cStr());

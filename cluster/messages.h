@@ -19,17 +19,21 @@
 #include <capnp/common.h>
 
 #include "cluster/proto/control.capnp.h"
+#include "runtime/timeline.h"
 
 namespace weft {
 
 struct ControlRequest {
-  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives };
+  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
-  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease
+  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
   int64_t step_id = 0;                  // kRunStep, kAbortStep
   std::vector<std::string> partitions;  // kRegister: graph files
   std::exception_ptr error;             // kAbortStep: the error to abort with
+  bool timeline_enable = false;         // kTimelineControl
+  bool timeline_collect = false;        // kTimelineControl
+  int64_t chief_time_us = 0;            // kTimelineControl
 };
 
 struct ControlReply {
@@ -37,6 +41,8 @@ struct ControlReply {
   int64_t step_id = 0;
   uint64_t handle = 0;
   std::exception_ptr error;  // null on success
+  std::vector<timeline::Event> timeline;  // kind TIMELINE: the task's events, on its own clock
+  int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
 };
 
 // InvalidArgument naming `sender` for a message that is damaged or out of bounds.

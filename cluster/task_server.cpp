@@ -7,6 +7,8 @@
 #include "cluster/proto/control.capnp.h"
 #include "comm/collective_executor.h"
 #include "runtime/graph_format.h"
+#include "runtime/timeline.h"
+#include "runtime/timeline_format.h"
 
 namespace weft {
 
@@ -173,10 +175,36 @@ void TaskServer::handle(const ControlRequest& request) {
           }
         });
       });
+    case ControlRequest::Kind::kTimelineControl:
+      control_timeline(request);
       return;
     case ControlRequest::Kind::kShutdown:
       return;
   }
+}
+
+void TaskServer::control_timeline(const ControlRequest& request) {
+  // Read first: the chief aligns this task's clock with its own by this reading.
+  const int64_t received_us = timeline::now_us();
+  if (!request.timeline_enable) timeline::set_enabled(false);
+  std::string events;
+  if (request.timeline_collect) events = timeline::encode_events(timeline::take_events());
+  if (request.timeline_enable) timeline::set_enabled(true);
+  reply([&](capnp::MessageBuilder& b) {
+    auto r = b.initRoot<proto::Reply>();
+    r.setKind(proto::Reply::Kind::TIMELINE);
+    r.setHandle(request.handle);
+    r.setTaskTime(received_us);
+    if (events.size() > timeline::kMaxEncodedBytes) {
+      r.setHasError(true);
+      error_to_proto(std::make_exception_ptr(OutOfRange("[task " + task_ + "] " + std::to_string(events.size()) +
+                                                                " bytes of timeline events, more than the chief accepts")),
+                     r.initError());
+      return;
+    }
+    if (request.timeline_collect)
+      r.setTimeline(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(events.data()), events.size()));
+  });
 }
 
 void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions) {

@@ -9,7 +9,8 @@
 // as one step on a step thread (a new one when all are busy, so a step that waits for another
 // never holds up a third), with the MPI rendezvous, and answers ok or the error, which names this
 // task. AbortStep cancels a running step (or one whose RunStep has not come yet). Ping is
-// answered by the serve loop itself, so a task busy with a long kernel still answers.
+// answered by the serve loop itself, so a task busy with a long kernel still answers; so is
+// TimelineControl (turn recording on or off, send the events recorded).
 #pragma once
 
 #include <condition_variable>
@@ -52,6 +53,8 @@ class TaskServer {
   void start_step(uint64_t handle, int64_t step_id);
   void run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
   void abort_step(int64_t step_id, std::exception_ptr error);
+  // Timeline recording on or off, as the chief's profiler asks; answers with the events.
+  void control_timeline(const ControlRequest& request);
   void reply(const std::function<void(capnp::MessageBuilder&)>& build);
   void post(std::function<void()> work);
 

@@ -1,6 +1,7 @@
 #include "scheduler/executor.h"
 
 #include <optional>
+#include <set>
 
 #include "runtime/device.h"
 #include "scheduler/executor_state.h"
@@ -19,6 +20,16 @@ Device* device_of(const Node& n, Device* default_device) {
     throw InvalidArgument("[executor] " + n.describe() + " is assigned to device '" + n.assigned_device +
                           "', which this process does not have");
   return d;
+}
+
+// The device's full name, kept once for the process: a plan points at it for the timeline (a
+// pointer keeps the plan's steps small, and the executor's hot loop with them).
+const std::string& timeline_track(const Device& d) {
+  static std::mutex mu;
+  static std::set<std::string> names;  // elements never move
+  std::string name = cluster_device_name(d);
+  std::lock_guard lock(mu);
+  return *names.insert(std::move(name)).first;
 }
 
 bool exclusively_owned(const Tensor& t, int32_t extra_handles) {
@@ -54,6 +65,12 @@ bool count_last_read(std::atomic<int32_t>& readers) {
   }
 }
 
+void record_on_timeline(const Node& n, bool async, const std::string& track, int64_t start_us) {
+  const std::string& op = n.type();
+  const char* category = op == "Send" ? "send" : op == "Recv" ? "recv" : async ? "collective" : "kernel";
+  timeline::record(n.name, category, track, start_us, timeline::now_us(), {{"op", op}, {"node", n.name}});
+}
+
 Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Parallelism parallelism)
     : graph_(std::move(graph)), spec_(std::move(spec)) {
   const GraphIR& g = *graph_;
@@ -87,6 +104,7 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
     const KernelRef kernel = kernel_for(*n.op, s.device->type(), kernel_dtype(g, n), n.describe());
     s.fn = kernel.sync;
     s.async = kernel.async;
+    s.track = &timeline_track(*s.device);
     if (s.async) s.async_slot = num_async_++;
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
@@ -224,6 +242,11 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
     for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
     const OpDef& op = *n.op;
     const std::span<const Tensor> cins(ins.data(), ni);
+    // Off, the timeline costs this one relaxed load per node.
+    const bool recording = timeline::enabled();
+    int64_t timeline_start = 0;
+    if (recording) [[unlikely]]
+      timeline_start = timeline::now_us();
     if (s.static_shapes) {
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
                  &st.ctx, reuse ? s.reuse_input : -1);
@@ -234,6 +257,8 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
                  [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, &st.ctx,
                  reuse ? s.reuse_input : -1);
     }
+    if (recording) [[unlikely]]
+      record_on_timeline(n, false, *s.track, timeline_start);
   } catch (...) {
     clear_scratch();
     rethrow_for_node(n);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "runtime/device.h"
 #include "runtime/rendezvous.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
@@ -189,6 +190,7 @@ class Executor::Frame {
       for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
       slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx});
+      slot.timeline_start_us = timeline::enabled() ? timeline::now_us() : -1;
       {
         std::lock_guard lock(mu_);
         ++async_in_flight_;
@@ -219,6 +221,8 @@ class Executor::Frame {
       std::lock_guard lock(mu_);
       --async_in_flight_;  // the token (still counted) keeps the step from looking stuck
     }
+    // The whole wait, from the kernel's start until now: what a Recv's span is there to show.
+    if (slot.timeline_start_us >= 0) record_on_timeline(n, true, *s.track, slot.timeline_start_us);
     std::vector<Item> ready;
     try {
       if (error) std::rethrow_exception(error);
@@ -296,6 +300,10 @@ void Executor::run_together(std::span<const Part> parts, const StepOptions& opti
   std::optional<CancellationManager> own;
   if (!step.cancellation) step.cancellation = &own.emplace();
   for (const Part& p : parts) p.executor->check_feed_count(p.feeds.size());
+  std::optional<timeline::Span> span;
+  if (timeline::enabled())
+    span.emplace("step " + std::to_string(step.step_id), "step", local_task_name(),
+                 timeline::Args{{"step_id", std::to_string(step.step_id)}});
   Frame frame(parts, step);
   frame.run();
 }

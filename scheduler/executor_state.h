@@ -13,6 +13,7 @@
 
 #include "runtime/cancellation.h"
 #include "runtime/error.h"
+#include "runtime/timeline.h"
 #include "scheduler/executor.h"
 
 namespace weft {
@@ -30,6 +31,7 @@ struct Executor::Step {
   int32_t reuse_input = -1;     // input slot whose buffer output 0 may take over
   std::vector<int32_t> successors;  // plan indices, one entry per edge (data or control)
   int32_t pending = 0;              // edges into this step from planned steps
+  const std::string* track = nullptr;  // the timeline's track: the device's full name
 };
 
 class Executor::Context final : public RunContext {
@@ -78,6 +80,7 @@ struct Executor::RunState {
   struct AsyncSlot {
     std::vector<Tensor> io;  // inputs (borrowed), then outputs
     std::optional<KernelContext> kc;
+    int64_t timeline_start_us = -1;  // when the kernel started, if the timeline was recording
   };
 
   std::vector<Tensor> values;
@@ -90,5 +93,9 @@ struct Executor::RunState {
 
 // Appends the node's name and source line to the error being handled, unless it names them.
 [[noreturn]] void rethrow_for_node(const Node& n);
+
+// Records one run of a node on the timeline, from start_us until now, on the track of its device.
+// Asynchronous kernels wait for others: a Recv for its tensor, a collective for its peers.
+void record_on_timeline(const Node& n, bool async, const std::string& track, int64_t start_us);
 
 }  // namespace weft

@@ -28,6 +28,7 @@
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
 #include "api/optim/optimizers.h"
+#include "api/profiler.h"
 #include "api/session.h"
 #include "api/utils/progbar.h"
 #include "api/variable.h"

@@ -20,7 +20,18 @@ struct Request {
     shutdown @5 :Void;          # the chief is done: leave the serve loop and exit
     ping @6 :Void;              # liveness
     resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
+    timelineControl @8 :TimelineControl;  # start or stop recording the timeline; send its events
   }
+}
+
+# The profiler (api/profiler.h): turns the task's timeline recording on or off and, when asked,
+# answers with the events it recorded and its clock's reading on receipt (so the chief can put
+# every task's events on its own clock: the task's offset is taskTime - (sent + received) / 2).
+struct TimelineControl {
+  id @0 :UInt64;                # echoed in Reply.handle
+  enable @1 :Bool;              # record from now on (true) or stop (false)
+  collect @2 :Bool;             # answer with the events recorded so far, taking them out
+  chiefTime @3 :Int64;          # the chief's steady clock when it sent this, microseconds
 }
 
 struct Register {
@@ -55,6 +66,8 @@ struct Reply {
   handle @2 :UInt64;
   error @3 :ErrorInfo;          # set when hasError
   hasError @4 :Bool;
+  timeline @5 :Data;            # kind timeline: the task's events (runtime/timeline_format.h)
+  taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
 
   enum Kind {
     register @0;
@@ -63,5 +76,6 @@ struct Reply {
     endSession @3;
     ping @4;
     resetCollectives @5;
+    timeline @6;
   }
 }

@@ -5,11 +5,14 @@
 // With WEFT_TEST_DATA_PARALLEL=1 the chief trains data-parallel instead of running a Session, so
 // the lost task is one the step's gradient all-reduce waits for.
 // With WEFT_TEST_CHIEF_DIES=1 the chief kills itself instead, right after start-up: the tasks
-// must notice the silence and end the job (they print why).
+// must notice the silence and end the job (they print why). With WEFT_TEST_PROFILE=1 the chief
+// starts and stops the profiler instead of running steps: gathering the timeline must end the
+// same way, with the lost task named.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -61,11 +64,20 @@ int main(int argc, char** argv) {
     run_step = [&] { (void)sess->run({{"x:0", x}}, {out}); };
   }
   const auto start = std::chrono::steady_clock::now();
+  const bool profile = std::getenv("WEFT_TEST_PROFILE") != nullptr;
+  const std::string trace = "/tmp/weft_killed_worker_trace_" + std::to_string(::getpid()) + ".json";
   try {
+    if (profile) {
+      for (;;) {
+        profiler::start();
+        profiler::stop(trace);
+      }
+    }
     for (;;) run_step();
   } catch (const Unavailable& e) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string what = e.what();
+    if (profile) std::remove(trace.c_str());
     const bool names_task = what.find("/job:worker/replica:0/task:2") != std::string::npos;
     std::cout << (names_task && s < 15.0 ? "lost task reported" : "WRONG REPORT") << " after " << s << " s: " << what
               << std::endl;

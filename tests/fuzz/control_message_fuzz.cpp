@@ -9,6 +9,7 @@
 
 #include "cluster/messages.h"
 #include "runtime/error.h"
+#include "runtime/timeline_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Messages arrive as whole words; the transport refuses anything else before decoding.
@@ -28,6 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     const weft::ControlReply r = weft::decode_reply(words, "/job:worker/replica:0/task:1");
+    for (const weft::timeline::Event& e : r.timeline)
+      if (e.duration_us < 0 || e.name.size() > weft::timeline::kMaxStringBytes) std::abort();
     if (r.error) {
       try {
         std::rethrow_exception(r.error);
