@@ -31,6 +31,7 @@ void register_builtin_ops() {
     defs::register_control_flow_defs();
     defs::register_fused_defs();
     defs::register_transfer_defs();
+    defs::register_input_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -49,6 +50,7 @@ void register_builtin_ops() {
     cpu::register_control_flow_kernels();
     cpu::register_fused_kernels();
     cpu::register_transfer_kernels();
+    cpu::register_input_kernels();
     cuda::register_cuda_kernels();
   });
 }

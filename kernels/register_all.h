@@ -23,6 +23,7 @@ void register_graph_defs();
 void register_control_flow_defs();
 void register_fused_defs();
 void register_transfer_defs();
+void register_input_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -43,6 +44,7 @@ void register_graph_kernels();
 void register_control_flow_kernels();
 void register_fused_kernels();
 void register_transfer_kernels();
+void register_input_kernels();
 }  // namespace cpu
 
 namespace cuda {
