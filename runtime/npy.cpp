@@ -4,8 +4,8 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "runtime/file_io.h"
