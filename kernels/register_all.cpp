@@ -32,6 +32,7 @@ void register_builtin_ops() {
     defs::register_fused_defs();
     defs::register_transfer_defs();
     defs::register_collective_defs();
+    defs::register_input_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -51,6 +52,7 @@ void register_builtin_ops() {
     cpu::register_fused_kernels();
     cpu::register_transfer_kernels();
     cpu::register_collective_kernels();
+    cpu::register_input_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -24,6 +24,7 @@ void register_control_flow_defs();
 void register_fused_defs();
 void register_transfer_defs();
 void register_collective_defs();
+void register_input_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -45,6 +46,7 @@ void register_control_flow_kernels();
 void register_fused_kernels();
 void register_transfer_kernels();
 void register_collective_kernels();
+void register_input_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "runtime/file_io.h"
@@ -211,9 +214,9 @@ std::string header_for(const Tensor& t) {
   return out;
 }
 
-}  // namespace
-
-Tensor decode_npy(std::string_view bytes, std::string_view source) {
+// Checks the magic, version and header length and parses the header; `*data_offset` is where the
+// elements start. `bytes` may stop right after the header (read_npy_header).
+Layout parse_prefix(std::string_view bytes, std::string_view source, size_t* data_offset) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < kMagicBytes || bytes.substr(0, kMagicBytes) != std::string_view(kMagic, kMagicBytes))
     corrupt(source, "not a .npy file (it does not start with \\x93NUMPY)");
@@ -231,13 +234,21 @@ Tensor decode_npy(std::string_view bytes, std::string_view source) {
   if (prefix + header_bytes > bytes.size())
     corrupt(source, "the header of " + std::to_string(header_bytes) + " bytes runs past the end of the file (" +
                         std::to_string(bytes.size()) + " bytes)");
+  *data_offset = prefix + header_bytes;
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; every byte a valid header needs is ASCII, so
   // the parser reads bytes and rejects anything else outside strings.
-  const Layout l = parse_header(bytes.substr(prefix, header_bytes), source);
+  return parse_header(bytes.substr(prefix, header_bytes), source);
+}
+
+}  // namespace
+
+Tensor decode_npy(std::string_view bytes, std::string_view source) {
+  size_t data_offset = 0;
+  const Layout l = parse_prefix(bytes, source, &data_offset);
 
   const size_t elem = dtype_size(l.dtype);
   const uint64_t need = l.nbytes;
-  const std::string_view data = bytes.substr(prefix + header_bytes);
+  const std::string_view data = bytes.substr(data_offset);
   if (data.size() != need)
     corrupt(source, "holds " + std::to_string(data.size()) + " bytes of data but " + std::string(dtype_name(l.dtype)) +
                         l.shape.to_string() + " needs " + std::to_string(need));
@@ -266,6 +277,33 @@ std::string encode_npy(const Tensor& t) {
 }
 
 Tensor load_npy(const std::string& path) { return decode_npy(read_file(path, kMaxFileBytes, "npy"), path); }
+
+ArrayHeader read_npy_header(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw_io_error("npy", "cannot open", path, errno);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
+  // The fixed prefix (at most 12 bytes), then as much header as it declares; parse_prefix
+  // reports whatever is missing.
+  std::string bytes(kMagicBytes + 2 + 4, '\0');
+  bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f));
+  if (bytes.size() >= kMagicBytes + 2) {
+    const size_t length_bytes = bytes[kMagicBytes] == 1 ? 2 : 4;
+    const size_t prefix = kMagicBytes + 2 + length_bytes;
+    if (bytes.size() >= prefix) {
+      const uint64_t header_bytes =
+          read_le(reinterpret_cast<const unsigned char*>(bytes.data()) + kMagicBytes + 2, length_bytes);
+      const size_t want = prefix + static_cast<size_t>(std::min(header_bytes, kMaxHeaderBytes));
+      const size_t had = bytes.size();
+      if (want > had) {
+        bytes.resize(want);
+        bytes.resize(had + std::fread(bytes.data() + had, 1, want - had, f));
+      }
+    }
+  }
+  size_t data_offset = 0;
+  const Layout l = parse_prefix(bytes, path, &data_offset);
+  return {l.dtype, l.shape};
+}
 
 void save_npy(const std::string& path, const Tensor& t) {
   const std::string bytes = encode_npy(t);

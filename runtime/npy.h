@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/array_header.h"
 #include "runtime/tensor.h"
 
 namespace weft {
@@ -37,6 +38,9 @@ Tensor decode_npy(std::string_view bytes, std::string_view source = "<memory>");
 std::string encode_npy(const Tensor& t);
 
 Tensor load_npy(const std::string& path);
+// The dtype and shape a file's header declares, reading only the header (the data is checked
+// when the file is loaded).
+ArrayHeader read_npy_header(const std::string& path);
 void save_npy(const std::string& path, const Tensor& t);
 
 }  // namespace weft

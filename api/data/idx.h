@@ -15,7 +15,7 @@
 namespace weft::data {
 
 // Any IDX file: element type from its magic number (uint8, int8, int16 -> int32, int32,
-// float32, float64), shape from its header.
+// float32, float64), shape from its header. The same parser as weft::read_idx (runtime/idx.h).
 Tensor read_idx(const std::string& path);
 
 // An image file (rank 3) and its label file (rank 1) of the same length.

@@ -12,6 +12,7 @@
 #include "cluster/cluster.h"
 #include "api/data/dataset.h"
 #include "api/data/idx.h"
+#include "api/data/sharded_input.h"
 #include "api/dispatch.h"
 #include "api/distribute/data_parallel.h"
 #include "api/function.h"

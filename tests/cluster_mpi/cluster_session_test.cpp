@@ -2,11 +2,17 @@
 // it inside cluster::init. Graphs placed over the tasks must give what one process gives.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
 #include <set>
 #include <string>
 
 #include "api/weft/weft.h"
+#include "runtime/shard_split.h"
 
 namespace weft {
 namespace {
@@ -180,6 +186,56 @@ TEST(Cluster, EveryTaskTakesPartInOneStep) {
   std::set<std::string> tasks;
   for (const auto& [node, device] : sess.placement()) tasks.insert(device.substr(0, device.find("/device:")));
   EXPECT_EQ(static_cast<int>(tasks.size()), n);
+}
+
+// Each task reads its own replica's rows with ReadShardedBatch: the cursor lives on the task that
+// runs the node (the chief's own state for that replica never moves), and the rows fetched back
+// are the replica's share of each global batch, over an epoch boundary and a short last batch.
+TEST(Cluster, EachTaskReadsItsOwnShardOfTheBatch) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("weft_cluster_shard_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const int64_t n = 11, global = 4;
+  std::string x_bytes = {0, 0, 8, 2, 0, 0, 0, static_cast<char>(n), 0, 0, 0, 2};
+  std::string y_bytes = {0, 0, 8, 1, 0, 0, 0, static_cast<char>(n)};
+  for (int64_t i = 0; i < n; ++i) {
+    x_bytes += {static_cast<char>(2 * i), static_cast<char>(2 * i + 1)};
+    y_bytes += static_cast<char>(i);
+  }
+  for (auto [name, bytes] : {std::pair{"/x.idx", &x_bytes}, {"/y.idx", &y_bytes}}) {
+    std::ofstream f(dir + name, std::ios::binary);
+    f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  }
+  auto input = data::ShardedInput::idx(dir + "/x.idx", dir + "/y.idx", global).source("cluster_shard");
+  const int64_t replicas = g_cluster->num_tasks();
+  Graph g;
+  std::vector<std::vector<Tensor>> reads;
+  {
+    GraphScope scope(g);
+    for (int64_t t = 0; t < replicas; ++t) {
+      DeviceScope on(worker(static_cast<int>(t)));
+      reads.push_back(input.read(t, replicas));
+    }
+  }
+  std::vector<TensorRef> fetches;
+  for (const auto& r : reads) fetches.insert(fetches.end(), {r[1], r[2]});
+  Session sess(g, *g_cluster);
+  for (int64_t step = 0; step < 7; ++step) {
+    const int64_t begin = (step % 3) * global, size = std::min(global, n - begin);
+    std::vector<Tensor> out = sess.run(fetches);
+    float weights = 0;
+    for (int64_t t = 0; t < replicas; ++t) {
+      const RowRange rows = shard_rows(size, replicas, t);
+      std::vector<int32_t> want(static_cast<size_t>(rows.count));
+      std::iota(want.begin(), want.end(), static_cast<int32_t>(begin + rows.start));
+      EXPECT_EQ(out[2 * t].to_vector<int32_t>(), want) << "step " << step << " task " << t;
+      weights += out[2 * t + 1].item<float>();
+    }
+    EXPECT_FLOAT_EQ(weights, 1.f) << "step " << step;
+  }
+  EXPECT_EQ(sharded_input_position("cluster_shard", 0), (ShardedPosition{2, 1}));
+  for (int64_t t = 1; t < replicas; ++t)
+    EXPECT_EQ(sharded_input_position("cluster_shard", t), (ShardedPosition{0, 0})) << "task " << t << "'s cursor is its own";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cluster, AStepPastItsDeadlineNamesTheTasksStillRunning) {

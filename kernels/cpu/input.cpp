@@ -1,0 +1,77 @@
+// CPU kernel of ReadShardedBatch: asks the process's cursor for this replica's rows of the step
+// (runtime/sharded_input.h) and copies just those rows out of the loaded files, casting features
+// to float32 times `scale` and labels to int32.
+#include <cstring>
+
+#include "kernels/defs/input.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+namespace {
+
+template <class T>
+void copy_features(const ShardedBatchPlan& p, int64_t row_size, float scale, float* out) {
+  const T* src = p.data->features.data<T>();
+  for (int64_t i = 0; i < p.count; ++i) {
+    const T* row = src + p.example(i) * row_size;
+    float* dst = out + i * row_size;
+    for (int64_t k = 0; k < row_size; ++k) dst[k] = static_cast<float>(row[k]) * scale;
+  }
+}
+
+template <class T>
+void copy_labels(const ShardedBatchPlan& p, int32_t* out) {
+  const T* src = p.data->labels.data<T>();
+  for (int64_t i = 0; i < p.count; ++i) out[i] = static_cast<int32_t>(src[p.example(i)]);
+}
+
+void read_sharded_batch(KernelContext& c) {
+  const ShardedInputSpec spec = defs::sharded_input_spec(c.attrs);
+  const ShardedBatchPlan p =
+      next_sharded_batch(c.attrs.get<std::string>("source"), c.attrs.get<int64_t>("replica"), spec);
+  const Tensor& x = p.data->features;
+  const Shape example(x.shape().dims().subspan(1));
+  // The graph was built for examples of this shape (from the header it read then); a file
+  // replaced since, or a different file on this task, must not be read as something else.
+  if (const AttrValue* s = c.attrs.find("example_shape"); s && std::get<Shape>(*s) != example)
+    c.fail(spec.features + " holds examples of shape " + example.to_string() + ", the graph was built for " +
+           std::get<Shape>(*s).to_string());
+  Shape shape{p.count};
+  for (int64_t d : example) shape.push_back(d);
+  Tensor features = Tensor::empty(DType::Float32, shape, &c.device);
+  Tensor labels = Tensor::empty(DType::Int32, Shape{p.count}, &c.device);
+  Tensor weight = Tensor::empty(DType::Float32, Shape{}, &c.device);
+
+  const int64_t row_size = example.num_elements();
+  const auto scale = static_cast<float>(c.attrs.get<double>("scale"));
+  float* f = p.count ? features.data<float>() : nullptr;
+  switch (x.dtype()) {
+    case DType::UInt8: copy_features<uint8_t>(p, row_size, scale, f); break;
+    case DType::Int8: copy_features<int8_t>(p, row_size, scale, f); break;
+    case DType::Int32: copy_features<int32_t>(p, row_size, scale, f); break;
+    case DType::Int64: copy_features<int64_t>(p, row_size, scale, f); break;
+    case DType::Float32: copy_features<float>(p, row_size, scale, f); break;
+    case DType::Float64: copy_features<double>(p, row_size, scale, f); break;
+    default: c.fail("features of dtype " + std::string(dtype_name(x.dtype())) + " cannot be read");  // checked at load
+  }
+  int32_t* l = p.count ? labels.data<int32_t>() : nullptr;
+  switch (p.data->labels.dtype()) {
+    case DType::UInt8: copy_labels<uint8_t>(p, l); break;
+    case DType::Int8: copy_labels<int8_t>(p, l); break;
+    case DType::Int32: copy_labels<int32_t>(p, l); break;
+    case DType::Int64: copy_labels<int64_t>(p, l); break;  // range checked at load
+    default: c.fail("labels of dtype " + std::string(dtype_name(p.data->labels.dtype())) + " cannot be read");
+  }
+  *weight.data<float>() = static_cast<float>(static_cast<double>(p.count) / static_cast<double>(p.global));
+  c.output(0) = std::move(features);
+  c.output(1) = std::move(labels);
+  c.output(2) = std::move(weight);
+}
+
+}  // namespace
+
+void register_input_kernels() { register_kernel("ReadShardedBatch", DeviceType::CPU, float32, read_sharded_batch); }
+
+}  // namespace weft::cpu

@@ -1,0 +1,79 @@
+// Definition of ReadShardedBatch: each data-parallel replica reads its own rows of each global
+// training batch from files on its own task (state and order: runtime/sharded_input.h; the split:
+// runtime/shard_split.h; attributes: kernels/defs/input.h).
+//
+// Outputs: features float32 (n_r, ...example_shape), labels int32 (n_r,), and weight, a float32
+// scalar n_r / N_step, the replica's share of the step's global batch (for averaging a loss over
+// replicas whose shares differ). n_r is static only with drop_remainder (every batch is full);
+// otherwise the last batch of an epoch is shorter and n_r is unknown (-1) until run time.
+#include <cmath>
+
+#include "kernels/defs/input.h"
+#include "kernels/defs/shape_fns.h"
+#include "kernels/register_all.h"
+#include "runtime/shard_split.h"
+
+namespace weft::defs {
+
+namespace {
+
+void infer_read_sharded_batch(InferContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  const ShardedInputSpec spec = sharded_input_spec(a);
+  spec.validate(ctx.op().display);  // InvalidArgument("[read_sharded_batch] ...")
+  const int64_t replica = a.get<int64_t>("replica");
+  if (replica < 0 || replica >= spec.num_replicas)
+    ctx.fail("replica " + std::to_string(replica) + " is out of range for " + std::to_string(spec.num_replicas) +
+             " replicas");
+  if (a.get<std::string>("source").empty()) ctx.fail("needs a non-empty source name");
+  const double scale = a.get<double>("scale");
+  if (!std::isfinite(scale)) ctx.fail("scale must be finite, got " + std::to_string(scale));
+  if (const AttrValue* d = a.find("features_dtype"); d && std::get<DType>(*d) != DType::Float32)
+    ctx.fail("features_dtype must be float32, got " + std::string(dtype_name(std::get<DType>(*d))));
+  if (const AttrValue* d = a.find("labels_dtype"); d && std::get<DType>(*d) != DType::Int32)
+    ctx.fail("labels_dtype must be int32, got " + std::string(dtype_name(std::get<DType>(*d))));
+
+  Shape example;
+  if (const AttrValue* s = a.find("example_shape")) {
+    example = std::get<Shape>(*s);
+    for (int64_t d : example)
+      if (d < 0) ctx.fail("example_shape " + example.to_string() + " has a negative dimension");
+  } else {
+    // Only the header: a few bytes, so building the graph does not load the data.
+    const ArrayHeader h = read_array_header(spec.format, spec.features);
+    if (h.shape.rank() < 1) ctx.fail(spec.features + " holds a scalar, not a sequence of examples");
+    example = Shape(h.shape.dims().subspan(1));
+  }
+  const int64_t rows = spec.drop_remainder ? shard_rows(spec.global_batch, spec.num_replicas, replica).count : -1;
+  Shape features{rows};
+  for (int64_t d : example) features.push_back(d);
+  ctx.set_num_outputs(3);
+  ctx.set_output(0, DType::Float32, features);
+  ctx.set_output(1, DType::Int32, Shape{rows});
+  ctx.set_output(2, DType::Float32, Shape{});
+}
+
+Cost read_cost(const InferContext& ctx) {
+  const TensorMeta& f = ctx.output(0);
+  int64_t n = 1;
+  for (int64_t d : f.shape) n *= d < 0 ? 1 : d;
+  return {.flops = static_cast<double>(n), .bytes = 5.0 * static_cast<double>(n)};
+}
+
+}  // namespace
+
+void register_input_defs() {
+  // Stateful: every run advances the cursor, so two reads are never merged or folded.
+  op_registry().add({.name = "ReadShardedBatch", .display = "read_sharded_batch", .num_outputs = 3,
+                     .attrs = {{"format", AttrType::String}, {"features", AttrType::String},
+                               {"labels", AttrType::String}, {"global_batch", AttrType::Int},
+                               {"replica", AttrType::Int}, {"num_replicas", AttrType::Int},
+                               {"seed", AttrType::Int}, {"drop_remainder", AttrType::Bool},
+                               {"scale", AttrType::Float}, {"source", AttrType::String},
+                               {"example_shape", AttrType::Shape, false},
+                               {"features_dtype", AttrType::Type, false}, {"labels_dtype", AttrType::Type, false}},
+                     .infer = infer_read_sharded_batch, .cost = read_cost,
+                     .flags = kStateful | kSetsOutputs | kNotDifferentiable, .kernel_dtype_input = -1});
+}
+
+}  // namespace weft::defs

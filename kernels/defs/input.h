@@ -1,0 +1,35 @@
+// The attributes of ReadShardedBatch, read the same way by its definition and its kernel.
+//
+//   format          String  "idx" or "npy"
+//   features        String  path of the features file (IDX may be .gz)
+//   labels          String  path of the labels file
+//   global_batch    Int     > 0: rows of each global batch
+//   replica         Int     0 <= replica < num_replicas: the rows this node reads
+//   num_replicas    Int     > 0
+//   seed            Int     -1: no shuffling; >= 0: the epoch orders' seed
+//   drop_remainder  Bool    skip each epoch's short last batch
+//   scale           Float   features are cast to float32 and multiplied by it (1/255 for pixels)
+//   source          String  names the input: nodes with the same source and replica in one
+//                           process share one cursor (runtime/sharded_input.h)
+//   example_shape   Shape   optional: one example's shape; without it the definition reads the
+//                           features file's header to learn it
+//   features_dtype  Type    optional, float32 (the only one supported)
+//   labels_dtype    Type    optional, int32 (the only one supported)
+#pragma once
+
+#include "runtime/attr.h"
+#include "runtime/sharded_input.h"
+
+namespace weft::defs {
+
+inline ShardedInputSpec sharded_input_spec(const Attrs& a) {
+  return {.format = a.get<std::string>("format"),
+          .features = a.get<std::string>("features"),
+          .labels = a.get<std::string>("labels"),
+          .global_batch = a.get<int64_t>("global_batch"),
+          .num_replicas = a.get<int64_t>("num_replicas"),
+          .seed = a.get<int64_t>("seed"),
+          .drop_remainder = a.get<bool>("drop_remainder")};
+}
+
+}  // namespace weft::defs
