@@ -1,4 +1,5 @@
-// All-reduce, the collective of data-parallel training, under mpirun with 2 ranks:
+// Data-parallel training and its all-reduce, under mpirun (scripts/bench runs it with 2, then 1
+// and 4 ranks; the all-reduce rows need 2):
 //   mpirun --allow-run-as-root --oversubscribe -np 2 ./bench/bench_data_parallel
 // of 1 MiB and 64 MiB of float32, three ways in one run:
 // - raw MPI_Allreduce between preallocated buffers (the peer);
@@ -14,9 +15,13 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/peer_runner.h"
 #include "api/weft/weft.h"
 #include "comm/collective_executor.h"
 #include "comm/mpi_collectives.h"
@@ -63,6 +68,64 @@ double executor_path(CollectiveExecutor& ex, const CollectiveParams& p, int64_t 
 
 std::string ms(double s) { return fmt("%.3f ms", s * 1e3); }
 
+// The training benchmark: an MLP 784-128x3-10, 256 rows per replica, SGD, one replica
+// per rank, against TensorFlow's MultiWorkerMirroredStrategy and PyTorch DDP (gloo) with as many
+// workers, run from the chief after weft's steps (bench/peers/).
+void training_rows(const Cluster& cluster, int ranks) {
+  distribute::DataParallel dp(cluster);
+  const int64_t per_replica = 256, global = per_replica * dp.num_replicas();
+  random::set_seed(1);
+  nn::Sequential model{nn::Dense(128, nn::relu), nn::Dense(128, nn::relu), nn::Dense(128, nn::relu), nn::Dense(10)};
+  optim::SGD sgd(0.01);
+  auto step = dp.function([&](Tensor x, Tensor y) {
+    GradientTape tape;
+    Tensor loss = nn::sparse_softmax_cross_entropy(y, model(x, true));
+    auto vars = model.trainable_variables();
+    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+    return loss;
+  });
+  const Tensor x = random::normal({global, 784}, 0, 1, 2);
+  const Tensor y = cast(random::uniform({global}, 0, 9.999, 3), int32);
+  for (int i = 0; i < 10; ++i) (void)step(x, y).item<float>();
+  std::vector<double> times;
+  for (int i = 0; i < 60; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)step(x, y).item<float>();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double weft_step = median(times);
+
+  std::vector<Row> rows;
+  const std::string n = std::to_string(ranks);
+  auto peer = [&](const char* label, const char* python_var, const char* script, const char* goal, double goal_ratio) {
+    std::string why;
+    const std::string python = weft::bench::peer_python(python_var);
+    std::optional<std::map<std::string, double>> r;
+    if (!python.empty())
+      r = weft::bench::run_python_peer(python, weft::bench::peer_script(script),
+                                       {"--workers", n, "--steps", "40", "--batch-per-replica", "256", "--timeout", "280"},
+                                       300, &why);
+    else
+      why = std::string(python_var) + " is not set (scripts/bench sets it)";
+    if (r && r->contains("step_ms")) {
+      const double peer_s = r->at("step_ms") / 1e3;
+      rows.push_back({fmt("DP step, %s ranks", n.c_str()), ms(weft_step), std::string(label) + " " + ms(peer_s),
+                      fmt("%.2fx", weft_step / peer_s), goal_ratio > 0 ? goal : ""});
+      rows.push_back({fmt("images/s, %s ranks", n.c_str()), fmt("%.0f", static_cast<double>(global) / weft_step),
+                      fmt("%s %.0f", label, static_cast<double>(global) / peer_s), "", ""});
+    } else {
+      rows.push_back({fmt("DP step, %s ranks", n.c_str()), ms(weft_step), std::string(label) + " n/a", "", why});
+    }
+  };
+  peer("TF MWMS", "WEFT_BENCH_PYTHON", "tf_multiworker.py", "<= 0.35x TF (2 ranks)", ranks == 2 ? 0.35 : 0);
+  peer("torch DDP", "WEFT_BENCH_TORCH_PYTHON", "torch_ddp.py", "", 0);
+  rows.push_back({fmt("images/s, %s ranks (weft)", n.c_str()), fmt("%.0f", static_cast<double>(global) / weft_step), "",
+                  "", ""});
+  weft::bench::print_table("Data-parallel training step: MLP 784-128x3-10, 256 rows per replica, SGD, " + n +
+                               " ranks (median of 60 steps)",
+                           rows);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,14 +133,11 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 2) {
-    if (rank == 0) std::fprintf(stderr, "bench_data_parallel: run it with 2 ranks (mpirun -np 2)\n");
-    MPI_Finalize();
-    return 1;
-  }
-  const std::vector<int64_t> sizes = {int64_t{1} << 18, int64_t{1} << 24};  // 1 MiB, 64 MiB of float32
+  // The all-reduce rows compare 2 ranks; the training rows run on any number of ranks.
+  const std::vector<int64_t> sizes =
+      size == 2 ? std::vector<int64_t>{int64_t{1} << 18, int64_t{1} << 24} : std::vector<int64_t>{};  // 1, 64 MiB
   std::vector<double> raw, direct;
-  {
+  if (size == 2) {
     // The executor on its own, before the cluster starts (every rank runs this part).
     set_local_task("worker", rank);
     MPI_Comm parent;
@@ -127,6 +187,8 @@ int main(int argc, char** argv) {
     rows.push_back({"all-reduce " + size_name + ", Session step", ms(session), "MPI " + ms(raw[i]),
                     fmt("%.2fx", session / raw[i]), "<= 1.1x"});
   }
-  weft::bench::print_table("All-reduce of float32 between 2 ranks on this machine (median of repeats)", rows);
+  if (!rows.empty())
+    weft::bench::print_table("All-reduce of float32 between 2 ranks on this machine (median of repeats)", rows);
+  training_rows(cluster, size);
   return 0;
 }

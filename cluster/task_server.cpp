@@ -175,6 +175,7 @@ void TaskServer::handle(const ControlRequest& request) {
           }
         });
       });
+      return;
     case ControlRequest::Kind::kTimelineControl:
       control_timeline(request);
       return;

@@ -1,8 +1,6 @@
 #include "api/distribute/data_parallel.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <source_location>
@@ -16,6 +14,7 @@
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
 #include "runtime/device_name.h"
+#include "runtime/shard_split.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft::distribute {
@@ -138,9 +137,7 @@ void DataParallelState::sync_variables(bool force) {
       it = broadcasts.erase(it);
       continue;
     }
-    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: broadcast\n");
     graph->run({});
-    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: broadcast done\n");
     ++it;
   }
   synced_writes = writes;
@@ -280,9 +277,8 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
 
   // Replica r gets rows [start, start + n) of every argument, and weight n / rows.
   std::vector<Tensor> feeds;
-  const int64_t base = rows / replicas, extra = rows % replicas;
   for (int64_t r = 0; r < replicas; ++r) {
-    const int64_t n = base + (r < extra ? 1 : 0), start = r * base + std::min(r, extra);
+    const auto [start, n] = shard_rows(rows, replicas, r);  // the split ReadShardedBatch makes too
     for (const Tensor& a : args) {
       if (replicas == 1) {
         feeds.push_back(a);
@@ -301,7 +297,6 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
 
   s.sync_variables(/*force=*/false);
   try {
-    if (std::getenv("WEFT_DEBUG_DP")) std::fprintf(stderr, "dp: step\n%s\n", trace->summary.c_str());
     return trace->step->run(feeds);
   } catch (...) {
     // Replicas may have stopped at different points: their collectives and variables are set

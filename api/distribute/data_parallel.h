@@ -45,6 +45,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "api/data/sharded_input.h"
 #include "api/distribute/replicate.h"
 #include "api/function_core.h"
 #include "api/variable.h"
@@ -111,6 +112,21 @@ class DataParallelFunction {
       return invoke<R>(stand_ins, std::make_index_sequence<sizeof...(Args)>{});
     };
     return from_results<R>(core_->call(flat, FunctionBody(body)));
+  }
+
+  // Each replica reads its share of the next global batch of `input` on its own task (a
+  // ReadShardedBatch node in its graph), so the chief sends no training data: the body gets
+  // (features, labels) as float32 (n_r, example...) and int32 (n_r,).
+  auto operator()(const data::ShardedInput& input) {
+    using R = std::invoke_result_t<F&, Tensor, Tensor>;
+    Shape features{-1};
+    for (int64_t d : input.example_shape()) features.push_back(d);
+    const std::vector<TensorSpec> specs{{DType::Float32, features}, {DType::Int32, Shape{-1}}};
+    auto body = [&](std::span<const Tensor> stand_ins) -> std::vector<Tensor> {
+      return invoke<R>(stand_ins, std::make_index_sequence<2>{});
+    };
+    const ReplicaInputs read = [&input](int64_t replica, int64_t replicas) { return input.read(replica, replicas); };
+    return from_results<R>(core_->call_reading(specs, "sharded:" + input.source(), read, FunctionBody(body)));
   }
 
   int tracing_count() const { return core_->tracing_count(); }

@@ -22,7 +22,7 @@ TEST(DataParallelMpi, OneReplicaPerTask) {
 }
 
 TEST(DataParallelMpi, SgdMatchesOneProcessWithUnevenBatches) {
-  distribute::DataParallel dp(*g_cluster, {.operation_timeout_ms = std::getenv("WEFT_DEBUG_DP") ? 3000 : 0, .optimize = !std::getenv("WEFT_DEBUG_NOOPT")});
+  distribute::DataParallel dp(*g_cluster);
   // 64 rows split evenly; 37 and 5 rows leave some replicas a row more than others.
   testing::expect_data_parallel_matches_one_process(dp, [] { return optim::SGD(0.1); }, 6,
                                                     [](int step) { return step == 3 ? int64_t{37} : step == 5 ? int64_t{5} : int64_t{64}; });
