@@ -28,6 +28,16 @@
 // buffers kept alive since MPI may still write them, and the transport is "interrupted" (later
 // cross-process instances fail fast with FailedPrecondition naming the group) until reset(), which
 // every process calls together (the chief asks every task: ClusterRuntime::reset_collectives).
+//
+// Steps of a group run one after another (data-parallel steps are sequential): a process never
+// runs instances of two steps of one cross-process group at once. Within one process nothing is
+// ordered: members simply meet. Called eagerly (no executor), a kernel waits for its members, so
+// several local members need several threads; a one-member group completes at once.
+//
+// Checked: members of one process must agree on dtypes, shapes and input counts, an all-gather's
+// trailing dims and dtype across processes too (its header), each InvalidArgument naming the op.
+// Not checked across processes: an all-reduce's or broadcast's element count (the graph's static
+// shapes make them agree; a disagreement is left to MPI, which may fail or truncate).
 #pragma once
 
 #include <chrono>
