@@ -120,18 +120,16 @@ void training_rows(const Cluster& cluster, int ranks) {
       why = std::string(python_var) + " is not set (scripts/bench sets it)";
     if (r && r->contains("step_ms")) {
       const double peer_s = r->at("step_ms") / 1e3;
-      rows.push_back({fmt("DP step, %s ranks", n.c_str()), ms(weft_step), std::string(label) + " " + ms(peer_s),
+      rows.push_back({"DP step, " + n + " ranks", ms(weft_step), std::string(label) + " " + ms(peer_s),
                       fmt("%.2fx", weft_step / peer_s), goal_ratio > 0 ? goal : ""});
-      rows.push_back({fmt("images/s, %s ranks", n.c_str()), fmt("%.0f", static_cast<double>(global) / weft_step),
-                      fmt("%s %.0f", label, static_cast<double>(global) / peer_s), "", ""});
+      rows.push_back({"images/s, " + n + " ranks", fmt("%.0f", static_cast<double>(global) / weft_step),
+                      std::string(label) + " " + fmt("%.0f", static_cast<double>(global) / peer_s), "", ""});
     } else {
-      rows.push_back({fmt("DP step, %s ranks", n.c_str()), ms(weft_step), std::string(label) + " n/a", "", why});
+      rows.push_back({"DP step, " + n + " ranks", ms(weft_step), std::string(label) + " n/a", "", why});
     }
   };
   peer("TF MWMS", "WEFT_BENCH_PYTHON", "tf_multiworker.py", "<= 0.35x TF (2 ranks)", ranks == 2 ? 0.35 : 0);
   peer("torch DDP", "WEFT_BENCH_TORCH_PYTHON", "torch_ddp.py", "", 0);
-  rows.push_back({fmt("images/s, %s ranks (weft)", n.c_str()), fmt("%.0f", static_cast<double>(global) / weft_step), "",
-                  "", ""});
   weft::bench::print_table("Data-parallel training step: MLP 784-128x3-10, 256 rows per replica, SGD, " + n +
                                " ranks (median of 60 steps)",
                            rows);
