@@ -1,5 +1,6 @@
 #include "cluster/cluster.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,10 @@ std::vector<DeviceInfo> gather_devices(MPI_Comm comm, int rank, int size) {
 }
 
 [[noreturn]] void fail_everywhere(const std::string& message) {
-  std::cerr << "weft: " << message << std::endl;
+  // One write: the tasks' reports reach mpirun's output whole, not interleaved piece by piece.
+  const std::string line = "weft: " + message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
   // Every task read the same spec and fails the same way: no task waits for another.
   int finalized = 0;
   MPI_Finalized(&finalized);
