@@ -52,6 +52,7 @@ struct Source {
   ShardedInputSpec spec;
   std::shared_ptr<const ShardedDataset> data;
   ShardedPosition start;                                             // where new cursors begin
+  bool positioned = false;  // given a position, or read: a graph's start_batch no longer applies
   std::map<int64_t, ShardedPosition> cursors;                        // by replica
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders;  // by epoch, a few recent
 };
@@ -202,6 +203,7 @@ ShardedBatchPlan next_sharded_batch(const std::string& source, int64_t replica, 
                           " examples, fewer than global_batch " + std::to_string(spec.global_batch) +
                           ": with drop_remainder there is no batch to read");
   ShardedPosition& cursor = s.cursors.try_emplace(replica, normalized(s.start, per_epoch)).first->second;
+  s.positioned = true;
 
   ShardedBatchPlan plan;
   plan.data = s.data;
@@ -223,10 +225,21 @@ void set_sharded_input_position(const std::string& source, int64_t epoch, int64_
   std::lock_guard lock(state().mu);
   Source& s = state().sources[source];
   s.start = {epoch, batch};
+  s.positioned = true;
   if (!s.data) return;  // no cursor yet: each starts from s.start when created
   const int64_t per_epoch = batches_per_epoch(s.data->size(), s.spec.global_batch, s.spec.drop_remainder);
   if (per_epoch == 0) return;
   for (auto& [replica, cursor] : s.cursors) cursor = normalized(s.start, per_epoch);
+}
+
+void start_sharded_input_at(const std::string& source, int64_t batches) {
+  if (batches < 0)
+    throw InvalidArgument("[start_sharded_input_at] batches must be >= 0, got " + std::to_string(batches));
+  std::lock_guard lock(state().mu);
+  Source& s = state().sources[source];
+  if (s.positioned) return;
+  s.start = {0, batches};  // normalised into (epoch, batch) when the first cursor is made
+  s.positioned = true;
 }
 
 ShardedPosition sharded_input_position(const std::string& source, int64_t replica) {

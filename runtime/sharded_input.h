@@ -98,6 +98,10 @@ ShardedBatchPlan next_sharded_batch(const std::string& source, int64_t replica, 
 void set_sharded_input_position(const std::string& source, int64_t epoch, int64_t batch);
 // The batch the cursor of (source, replica) reads next; where it will start if it has not read yet.
 ShardedPosition sharded_input_position(const std::string& source, int64_t replica = 0);
+// For a process that has neither read `source` nor been given a position for it: its cursors start
+// `batches` global batches in. A graph carries this (ReadShardedBatch's start_batch) to every task,
+// so a job restarted from a checkpoint reads on from where the chief was told to start.
+void start_sharded_input_at(const std::string& source, int64_t batches);
 
 // Forgets every cursor, position and loaded file of this process (tests; freeing memory).
 void reset_sharded_inputs();

@@ -81,17 +81,22 @@ int64_t ShardedInput::batches_per_epoch() const {
 }
 
 Attrs ShardedInput::node_attrs(int64_t replica, int64_t num_replicas) const {
-  return {{"format", spec_.format},
-          {"features", spec_.features},
-          {"labels", spec_.labels},
-          {"global_batch", spec_.global_batch},
-          {"replica", replica},
-          {"num_replicas", num_replicas},
-          {"seed", spec_.seed},
-          {"drop_remainder", spec_.drop_remainder},
-          {"scale", scale_},
-          {"source", source_},
-          {"example_shape", example_shape()}};
+  // Where this process stands: a task reading the source for the first time starts there too.
+  const ShardedPosition at = position(replica);
+  const int64_t start = at.epoch * batches_per_epoch() + at.batch;
+  Attrs attrs{{"format", spec_.format},
+               {"features", spec_.features},
+               {"labels", spec_.labels},
+               {"global_batch", spec_.global_batch},
+               {"replica", replica},
+               {"num_replicas", num_replicas},
+               {"seed", spec_.seed},
+               {"drop_remainder", spec_.drop_remainder},
+               {"scale", scale_},
+               {"source", source_},
+               {"example_shape", example_shape()}};
+  if (start > 0) attrs.set("start_batch", start);
+  return attrs;
 }
 
 std::vector<Tensor> ShardedInput::read(int64_t replica, int64_t num_replicas, const SourceLocation& loc) const {

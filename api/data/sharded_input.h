@@ -50,7 +50,9 @@ class ShardedInput {
   // The node's attributes, for code that builds graphs itself (DataParallel).
   Attrs node_attrs(int64_t replica, int64_t num_replicas) const;
 
-  // Checkpoint restarts: where this process's cursors of this source stand / start.
+  // Checkpoint restarts: where this process's cursors of this source stand / start. Set it before
+  // the first step that reads the input (a job restarted from a checkpoint): graphs made after
+  // carry it (ReadShardedBatch's start_batch), so every task starts its cursors there too.
   ShardedPosition position(int64_t replica = 0) const { return sharded_input_position(source_, replica); }
   void set_position(int64_t epoch, int64_t batch) const { set_sharded_input_position(source_, epoch, batch); }
 

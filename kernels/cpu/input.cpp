@@ -29,6 +29,8 @@ void copy_labels(const ShardedBatchPlan& p, int32_t* out) {
 
 void read_sharded_batch(KernelContext& c) {
   const ShardedInputSpec spec = defs::sharded_input_spec(c.attrs);
+  if (const int64_t start = c.attrs.get_or<int64_t>("start_batch", 0); start > 0)
+    start_sharded_input_at(c.attrs.get<std::string>("source"), start);
   const ShardedBatchPlan p =
       next_sharded_batch(c.attrs.get<std::string>("source"), c.attrs.get<int64_t>("replica"), spec);
   const Tensor& x = p.data->features;

@@ -26,6 +26,8 @@ void infer_read_sharded_batch(InferContext& ctx) {
     ctx.fail("replica " + std::to_string(replica) + " is out of range for " + std::to_string(spec.num_replicas) +
              " replicas");
   if (a.get<std::string>("source").empty()) ctx.fail("needs a non-empty source name");
+  if (a.get_or<int64_t>("start_batch", 0) < 0)
+    ctx.fail("start_batch must be >= 0, got " + std::to_string(a.get<int64_t>("start_batch")));
   const double scale = a.get<double>("scale");
   if (!std::isfinite(scale)) ctx.fail("scale must be finite, got " + std::to_string(scale));
   if (const AttrValue* d = a.find("features_dtype"); d && std::get<DType>(*d) != DType::Float32)
@@ -70,7 +72,7 @@ void register_input_defs() {
                                {"replica", AttrType::Int}, {"num_replicas", AttrType::Int},
                                {"seed", AttrType::Int}, {"drop_remainder", AttrType::Bool},
                                {"scale", AttrType::Float}, {"source", AttrType::String},
-                               {"example_shape", AttrType::Shape, false},
+                               {"example_shape", AttrType::Shape, false}, {"start_batch", AttrType::Int, false},
                                {"features_dtype", AttrType::Type, false}, {"labels_dtype", AttrType::Type, false}},
                      .infer = infer_read_sharded_batch, .cost = read_cost,
                      .flags = kStateful | kSetsOutputs | kNotDifferentiable, .kernel_dtype_input = -1});

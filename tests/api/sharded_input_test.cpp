@@ -282,6 +282,21 @@ TEST_F(ShardedInputTest, PositionsCanBeSetAndQueried) {
   EXPECT_EQ(sharded_input_position("never-used"), (ShardedPosition{0, 0}));
 }
 
+TEST_F(ShardedInputTest, AGraphCarriesTheStartToProcessesThatHaveNotRead) {
+  auto in = data::ShardedInput::idx(images_, labels_, 4).source("carried");
+  in.set_position(0, 4);  // 3 batches per epoch: batch 1 of epoch 1
+  const Attrs attrs = in.node_attrs(1, 2);
+  EXPECT_EQ(attrs.get<int64_t>("start_batch"), 4);
+  reset_sharded_inputs();  // as a task that has never read the source
+  static const OpDef& op = op_def("ReadShardedBatch");
+  (void)dispatch(op, {}, attrs);
+  EXPECT_EQ(sharded_input_position("carried", 1), (ShardedPosition{1, 2}));
+  // Once the process has read the source, the attribute no longer moves its cursors.
+  (void)dispatch(op, {}, attrs);
+  EXPECT_EQ(sharded_input_position("carried", 1), (ShardedPosition{2, 0}));
+  EXPECT_EQ(data::ShardedInput::idx(images_, labels_, 4).source("fresh").node_attrs(0, 1).find("start_batch"), nullptr);
+}
+
 TEST_F(ShardedInputTest, ReplicasOfOneProcessReadConcurrently) {
   auto in = data::ShardedInput::idx(images_, labels_, 4).shuffle(5);
   const int64_t R = 4, steps = 60;

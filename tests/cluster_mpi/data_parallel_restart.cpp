@@ -5,8 +5,10 @@
 //   data_parallel_restart DIR die-after 7   # checkpoint every 3 steps, then SIGKILL at step 7
 //   data_parallel_restart DIR resume 10     # restore DIR/ckpt.safetensors, go on to step 10
 //
-// Batches depend only on the step number, which the optimizer's iteration count (saved in the
-// checkpoint) gives back on restart, as a Keras user's callback would.
+// Each replica reads its rows of every global batch itself, from .npy files (a ShardedInput, 100
+// examples in batches of 16: uneven shards, and epochs that end mid-run). On restart the input is
+// put back at the optimizer's iteration count (saved in the checkpoint), before the first step,
+// and every task reads on from there.
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
+#include "runtime/npy.h"
 
 using namespace weft;
 
@@ -26,6 +29,14 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1], mode = argv[2];
   const int steps = std::stoi(argv[3]);
   const std::string path = dir + "/ckpt.safetensors";
+
+  // The data, written once by the first run (the files are on every task's disk: one machine).
+  const std::string features = dir + "/x.npy", labels = dir + "/y.npy";
+  if (mode == "run") {
+    save_npy(features, random::normal({100, 12}, 0, 1, 100));
+    save_npy(labels, cast(random::uniform({100}, 0, 4.999, 200), int32));
+  }
+  auto input = data::ShardedInput::npy(features, labels, 16).shuffle(3).source("restart_input");
 
   random::set_seed(7);
   nn::Sequential model{nn::Dense(32, nn::relu), nn::Dense(5)};
@@ -40,11 +51,9 @@ int main(int argc, char** argv) {
   });
   Checkpoint ckpt({{"model", model}, {"optimizer", adam}});
   if (mode == "resume") ckpt.restore(path);
+  if (mode == "resume") input.set_position(0, adam.iterations());
   for (int i = static_cast<int>(adam.iterations()); i < steps; ++i) {
-    const int64_t rows = 40 + i % 3;  // uneven shards on some steps
-    Tensor x = random::normal({rows, 12}, 0, 1, 100 + i);
-    Tensor y = cast(random::uniform({rows}, 0, 4.999, 200 + i), int32);
-    const float loss = step(x, y).item<float>();
+    const float loss = step(input).item<float>();
     std::printf("step %d loss %.9g\n", i, static_cast<double>(loss));
     std::fflush(stdout);
     if (mode == "die-after" && (i + 1) % 3 == 0) ckpt.save(path);
