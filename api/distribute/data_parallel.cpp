@@ -227,7 +227,7 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
   auto compiled = std::make_shared<CompiledGraph>(
       std::move(step.graph), CompileSpec{.feeds = step.feeds, .fetches = step.results, .targets = step.targets},
       s.compile_options("data-parallel step '" + name + "'"));
-  ReplicatedGraph broadcast = broadcast_graph(*graph, s.layout, s.variables);
+  ReplicatedGraph broadcast = broadcast_graph(*graph, s.layout, s.variables, s.next_group++);
   if (!broadcast.targets.empty()) {
     t->broadcast = std::make_shared<CompiledGraph>(std::move(broadcast.graph),
                                                    CompileSpec{.targets = broadcast.targets},

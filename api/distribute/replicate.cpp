@@ -173,10 +173,12 @@ ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const Replica
   return out;
 }
 
-ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables) {
+ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables,
+                                int64_t group_key) {
   ReplicatedGraph out;
   if (layout.devices.size() < 2) return out;
   static const OpDef& read = op_def("ReadVariable");
+  static const OpDef& broadcast = op_def("CollectiveBroadcast");
   static const OpDef& assign = op_def("AssignVariable");
   GraphIR& g = out.graph;
   // Every variable of the trace and of its subgraphs.
@@ -188,17 +190,36 @@ ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layou
         if (const GraphAttr* s = std::get_if<GraphAttr>(&value); s && *s) collect(**s);
   };
   collect(trace);
+  std::string members;
+  for (const std::string& d : layout.devices) members += (members.empty() ? "" : ",") + d;
+  // One CollectiveBroadcast per variable, rooted at replica 0: MPI's own broadcast spreads the
+  // values (a tree), so the chief does not send every replica its own copy.
+  int64_t instance = 0;
+  const auto instances = static_cast<int64_t>(all.size());
   for (const auto& [id, entry] : all) {
     const auto& [key, state] = entry;
     g.variables[key] = state;
     const TensorMeta meta{state->dtype, state->shape};
+    Attrs common{{"group_key", group_key}, {"group_members", members}, {"root", int64_t{0}},
+                 {"instance_key", instance++}, {"group_instances", instances}};
     Node& source = g.add_node(read, {}, Attrs{{"var", key}, {"dtype", state->dtype}, {"shape", state->shape}}, {meta},
                               "broadcast/read/" + key);
     source.requested_device = layout.devices[0];
+    Attrs root = common;
+    root.set("member", int64_t{0});
+    Node& send = g.add_node(broadcast, {{source.id, 0}}, std::move(root), {meta}, "broadcast/root/" + key);
+    send.requested_device = layout.devices[0];
+    out.targets.push_back(send.id);
     for (size_t r = 1; r < layout.devices.size(); ++r) {
       auto [copy_key, copy] = variables.for_replica(state, key, r, layout.devices[r]);
       g.variables[copy_key] = copy;
-      Node& write = g.add_node(assign, {{source.id, 0}},
+      Attrs member = common;
+      member.set("member", static_cast<int64_t>(r));
+      member.set("dtype", state->dtype);
+      member.set("shape", state->shape);
+      Node& receive = g.add_node(broadcast, {}, std::move(member), {meta}, "broadcast/" + copy_key);
+      receive.requested_device = layout.devices[r];
+      Node& write = g.add_node(assign, {{receive.id, 0}},
                                Attrs{{"var", copy_key}, {"dtype", state->dtype}, {"shape", state->shape}}, {},
                                "broadcast/assign/" + copy_key);
       write.requested_device = layout.devices[r];

@@ -67,8 +67,10 @@ using ReplicaInputs = std::function<std::vector<Tensor>(int64_t replica, int64_t
 ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const ReplicaLayout& layout,
                           ReplicaVariables& variables, const ReplicaInputs& inputs = nullptr);
 
-// AssignVariable of every replica's copy from replica 0's value, for every variable of `trace`.
-// Empty graph (no targets) when there is one replica.
-ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables);
+// Every replica's copy of every variable of `trace` given replica 0's value: a CollectiveBroadcast
+// per variable (collective group `group_key`), each member assigning what it receives. Empty graph
+// (no targets) when there is one replica.
+ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables,
+                                int64_t group_key);
 
 }  // namespace weft::distribute
