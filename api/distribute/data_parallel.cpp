@@ -49,6 +49,17 @@ class DataParallelState {
   }
   // Under step_mu: brings every replica's variables to replica 0's values when they may differ.
   void sync_variables(bool force);
+  // Under step_mu: one step of `graph` after sync_variables. Replicas may stop at different points
+  // when it fails: their collectives and variables are then set right before the next step.
+  std::vector<Tensor> run_step(const CompiledGraph& graph, std::span<const Tensor> feeds) {
+    sync_variables(/*force=*/false);
+    try {
+      return graph.run(feeds);
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  }
 };
 
 namespace {
@@ -151,7 +162,6 @@ struct DataParallelCore::Impl {
     std::string input_key;          // replicas reading their own input: which input
     std::shared_ptr<const CompiledGraph> step;
     std::shared_ptr<const CompiledGraph> broadcast;
-    std::string summary;
   };
   std::vector<std::unique_ptr<Trace>> traces;
   int tracing_count = 0;
@@ -169,10 +179,6 @@ DataParallelCore::DataParallelCore(std::shared_ptr<DataParallelState> state, std
 }
 DataParallelCore::~DataParallelCore() = default;
 int DataParallelCore::tracing_count() const { return impl_->tracing_count; }
-
-std::string DataParallelCore::placement_summary() const {
-  return impl_->traces.empty() ? std::string() : impl_->traces.front()->summary;
-}
 
 DataParallelCore::Impl::Trace& DataParallelCore::Impl::find_or_trace(const std::vector<TensorSpec>& specs,
                                                                      const std::string& input_key,
@@ -207,7 +213,8 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
     Tensor weight = builder.placeholder(DType::Float32, Shape{}, kReplicaWeightArg, here);
     std::optional<GradientAllReducer> reducer;
     if (replicas > 1)
-      reducer.emplace(weight, CollectiveGroup{s.next_group++, join(s.layout.devices, ",")},
+      reducer.emplace(weight,
+                      CollectiveGroup{.key = s.next_group++, .members = s.layout.devices, .instances = kInstancesUnknown},
                       BucketOptions{s.options.bucket_bytes, s.options.first_bucket_bytes});
     ReplicaContextScope in_replica(reducer ? &*reducer : nullptr);
     std::vector<Tensor> results = body(args);
@@ -234,8 +241,6 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
                                                    s.compile_options("data-parallel broadcast of '" + name + "'"));
     s.broadcasts.push_back(t->broadcast);
   }
-  t->summary = std::to_string(replicas) + " replicas over " + std::to_string(compiled->num_partitions()) +
-               " devices: " + join(s.layout.devices, ", ");
   t->step = std::move(compiled);
   traces.push_back(std::move(t));
   return *traces.back();
@@ -295,29 +300,14 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
     feeds.push_back(Tensor::from_host(DType::Float32, Shape{}, &weight));
   }
 
-  s.sync_variables(/*force=*/false);
-  try {
-    return trace->step->run(feeds);
-  } catch (...) {
-    // Replicas may have stopped at different points: their collectives and variables are set
-    // right before the next step.
-    s.failed = true;
-    throw;
-  }
+  return s.run_step(*trace->step, feeds);
 }
 
 std::vector<Tensor> DataParallelCore::call_reading(const std::vector<TensorSpec>& specs, const std::string& input_key,
                                                   const ReplicaInputs& inputs, const FunctionBody& body) {
   DataParallelState& s = *impl_->state;
   std::lock_guard lock(s.step_mu);
-  Impl::Trace& trace = impl_->find_or_trace(specs, input_key, inputs, body);
-  s.sync_variables(/*force=*/false);
-  try {
-    return trace.step->run({});
-  } catch (...) {
-    s.failed = true;
-    throw;
-  }
+  return s.run_step(*impl_->find_or_trace(specs, input_key, inputs, body).step, {});
 }
 
 DataParallel::DataParallel(const Cluster& cluster, DataParallelOptions options)

@@ -87,8 +87,6 @@ class DataParallelCore {
   std::vector<Tensor> call_reading(const std::vector<TensorSpec>& specs, const std::string& input_key,
                                    const ReplicaInputs& inputs, const FunctionBody& body);
   int tracing_count() const;
-  // The replicated global graph last compiled (for tests and tools), empty before the first call.
-  std::string placement_summary() const;
 
  private:
   struct Impl;

@@ -2,7 +2,6 @@
 
 #include <map>
 
-#include "api/dispatch.h"
 #include "api/ops/math.h"
 
 namespace weft::distribute {
@@ -48,7 +47,6 @@ std::vector<Tensor> GradientAllReducer::all_reduce_gradients(const std::vector<T
                                                              const std::vector<Variable>& vars,
                                                              const std::source_location& loc) {
   (void)vars;
-  static const OpDef& all_reduce = op_def("CollectiveAllReduce");
   std::map<DType, Tensor> weights;  // the replica's weight in each gradient dtype, cast once
   auto weight_in = [&](DType dtype) {
     Tensor& w = weights[dtype];
@@ -59,13 +57,7 @@ std::vector<Tensor> GradientAllReducer::all_reduce_gradients(const std::vector<T
   for (const std::vector<size_t>& bucket : plan_gradient_buckets(grads, options_)) {
     std::vector<Tensor> scaled;
     for (size_t k : bucket) scaled.push_back(mul(grads[k], weight_in(grads[k].dtype()), loc));
-    const Attrs attrs{{"group_key", group_.key},
-                      {"group_members", group_.members},
-                      {"member", int64_t{0}},
-                      {"instance_key", next_instance_++},
-                      {"group_instances", kInstancesUnknown},
-                      {"reduction", std::string("sum")}};
-    std::vector<Tensor> out = dispatch(all_reduce, scaled, attrs, loc);
+    std::vector<Tensor> out = collective::all_reduce(scaled, group_, /*member=*/0, next_instance_++, "sum", loc);
     for (size_t i = 0; i < bucket.size(); ++i) reduced[bucket[i]] = std::move(out[i]);
   }
   return reduced;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "api/distribute/replica_context.h"
+#include "api/ops/collective.h"
 
 namespace weft::distribute {
 
@@ -29,17 +30,13 @@ struct BucketOptions {
 // would take it past its cap (a gradient larger than the cap gets a bucket of its own).
 std::vector<std::vector<size_t>> plan_gradient_buckets(const std::vector<Tensor>& grads, const BucketOptions& options);
 
-// The collective group of a data-parallel step, as its CollectiveAllReduce nodes name it. The
-// member index and the instance count are fixed for each replica after tracing
-// (api/distribute/replicate.h); the trace holds those of replica 0.
-struct CollectiveGroup {
-  int64_t key = 0;
-  std::string members;  // full device names, joined by ','
-};
 inline constexpr const char* kReplicaWeightArg = "replica_weight";
 // Traced instance counts are placeholders until replication counts the nodes.
 inline constexpr int64_t kInstancesUnknown = 1 << 30;
 
+// The trace is replica 0's: its all-reduce nodes are member 0, and the group's instance count
+// (group.instances, kInstancesUnknown while tracing) and each replica's member index are set when
+// the trace is replicated (api/distribute/replicate.h).
 class GradientAllReducer final : public ReplicaContext {
  public:
   GradientAllReducer(Tensor replica_weight, CollectiveGroup group, BucketOptions options)
