@@ -49,7 +49,7 @@ void ClusterRuntime::send_request(int rank, const std::function<void(capnp::Mess
 
 std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return w.pending.empty() || lost_; });
+  cv_.wait(lock, [&] { return (w.pending.empty() || lost_) && w.cancelling == 0; });
   waiters_.erase(key);
   if (w.error) return w.error;
   return w.pending.empty() ? nullptr : lost_;
@@ -103,7 +103,7 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
   const int kind = static_cast<int>(reply.kind);
   const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
   const std::exception_ptr error = reply.error;
-  CancellationManager* cancel = nullptr;
+  std::vector<PendingCancel> cancels;
   {
     std::lock_guard lock(mu_);
     last_heard_[static_cast<size_t>(source)] = std::chrono::steady_clock::now();
@@ -114,16 +114,27 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
     if (w.on_answer && !error) w.on_answer(source, reply, received_us);
     if (error && !w.error) {
       w.error = error;
-      cancel = w.cancel;
+      if (w.cancel) {
+        ++w.cancelling;
+        cancels.push_back({&w, error});
+      }
     }
     if (w.pending.empty()) cv_.notify_all();
   }
-  // Outside the lock: cancelling tells the other tasks to abort, through this same runtime.
-  if (cancel) cancel->cancel(error);
+  cancel_steps(cancels);
+}
+
+void ClusterRuntime::cancel_steps(const std::vector<PendingCancel>& cancels) {
+  for (const PendingCancel& c : cancels) {
+    c.waiter->cancel->cancel(c.error);
+    std::lock_guard lock(mu_);
+    --c.waiter->cancelling;
+    cv_.notify_all();
+  }
 }
 
 void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) {
-  std::vector<std::pair<CancellationManager*, std::exception_ptr>> expired;
+  std::vector<PendingCancel> expired;
   {
     std::lock_guard lock(mu_);
     for (auto& [key, w] : waiters_) {
@@ -138,30 +149,34 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
       if (!w->error) w->error = e;
       w->pending.clear();  // their answers, if they come, are for nobody now
       w->deadline = std::chrono::steady_clock::time_point::max();
-      if (w->cancel) expired.emplace_back(w->cancel, w->error);
+      if (w->cancel) {
+        ++w->cancelling;
+        expired.push_back({w, w->error});
+      }
     }
     if (!expired.empty()) cv_.notify_all();
   }
-  for (auto& [cancel, e] : expired) cancel->cancel(e);
+  cancel_steps(expired);
 }
 
 void ClusterRuntime::declare_lost(int rank) {
-  std::vector<CancellationManager*> cancels;
-  std::exception_ptr error;
+  std::vector<PendingCancel> cancels;
   {
     std::lock_guard lock(mu_);
     if (lost_) return;
     lost_ = std::make_exception_ptr(Unavailable(
         "[cluster] task " + task_name(rank) + " (rank " + std::to_string(rank) + ") is lost: it has not answered for " +
         std::to_string(liveness_timeout.count()) + " ms (killed, crashed or out of memory?)"));
-    error = lost_;
     for (auto& [key, w] : waiters_) {
       if (!w->error) w->error = lost_;
-      if (w->cancel) cancels.push_back(w->cancel);
+      if (w->cancel) {
+        ++w->cancelling;
+        cancels.push_back({w, lost_});
+      }
     }
     cv_.notify_all();
   }
-  for (CancellationManager* c : cancels) c->cancel(error);
+  cancel_steps(cancels);
 }
 
 void ClusterRuntime::reset_collectives() {

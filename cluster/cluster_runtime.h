@@ -93,6 +93,9 @@ class ClusterRuntime {
     std::set<int> pending;
     std::exception_ptr error;
     CancellationManager* cancel = nullptr;  // steps: cancelled with the first error
+    // Cancellations of `cancel` running outside the runtime's lock: wait_for does not return (and
+    // the step does not end and destroy `cancel`) before they have.
+    int cancelling = 0;
     int64_t step_id = -1;                   // steps: which, for the deadline's message
     std::string what;                       // not a step: what is awaited, for the deadline's message
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
@@ -105,6 +108,13 @@ class ClusterRuntime {
   // Waits until every rank `w` waits for has answered, or a task is lost (bounded by liveness);
   // forgets the waiter (registered under `key`) and returns its error, or the loss, or null.
   std::exception_ptr wait_for(Waiter& w, std::pair<int, uint64_t> key);
+  // A waiter's step cancelled with `error`; under the lock, counted in Waiter::cancelling.
+  struct PendingCancel {
+    Waiter* waiter;
+    std::exception_ptr error;
+  };
+  // Runs them outside the lock (cancelling tells the other tasks to abort, through this runtime).
+  void cancel_steps(const std::vector<PendingCancel>& cancels);
 
   // Whether a task was declared lost: the job cannot go on, and MPI_Finalize would wait for it.
   bool lost() {
