@@ -1,7 +1,5 @@
 #include "comm/mpi_rendezvous.h"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -16,6 +14,7 @@
 
 #include "comm/local_rendezvous.h"
 #include "comm/mpi_rendezvous_wire.h"
+#include "comm/progress_pacer.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -68,6 +67,7 @@ class MpiRendezvous::Impl {
     Tensor value;
     int outstanding = 0;
     bool failed = false;
+    std::vector<MPI_Request> started;  // a send's requests, until the progress thread adopts them
   };
   using TransferPtr = std::shared_ptr<Transfer>;
 
@@ -78,8 +78,9 @@ class MpiRendezvous::Impl {
   // Progress thread.
   void run();
   void post_header_recv();
-  bool start_queued_sends();
-  void start_send(const TransferPtr& t);
+  bool adopt_started_sends();
+  // Issues a send's header and payload (under mu_); MPI's error code when one failed.
+  int start_send(Transfer& t);
   bool test_requests();
   void on_header(const MPI_Status& status, int error);
   void on_complete(const TransferPtr& t);
@@ -110,7 +111,8 @@ class MpiRendezvous::Impl {
   // bounded window, since step ids only grow.
   std::unordered_set<int64_t> cleaned_;
   std::deque<int64_t> cleaned_order_;
-  std::vector<TransferPtr> queued_;  // sends not started yet
+  // Sends started by their callers, whose requests the progress thread has not adopted yet.
+  std::vector<TransferPtr> queued_;
   std::vector<uint32_t> next_tag_;   // per destination rank
 
   // The progress thread's own state (and the destructor's, once the thread has ended).
@@ -203,6 +205,7 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
   }
   t->header.chunk_bytes = mpi_wire::chunk_bytes_for(t->header.total_bytes, options_.max_message_bytes);
   t->value = std::move(value);
+  int rc = MPI_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) std::rethrow_exception(aborted_);
@@ -213,9 +216,20 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
     next = next >= static_cast<uint32_t>(tag_ub_) ? 1 : next + 1;
     t->header.tag = next;
     t->header_bytes = mpi_wire::encode_header(t->header);
-    queued_.push_back(std::move(t));
+    if (stop_) throw FailedPrecondition(where() + "cannot send key " + key.to_string() + ": the rendezvous is shut down");
+    // Started here, on the sending thread: handing the send to the progress thread first put a
+    // thread wake-up (tens of microseconds on a busy machine) before every tensor's first byte.
+    // Under mu_, so that the progress thread is alive to adopt the requests.
+    rc = start_send(*t);
+    queued_.push_back(t);
   }
   wake_.notify_one();
+  if (rc != MPI_SUCCESS)
+    // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
+    // error handling sees it.
+    abort_step(key.step_id, std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + key.to_string() +
+                                                                " to rank " + std::to_string(dst) + ": " +
+                                                                mpi_error_string(rc))));
 }
 
 void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done) {
@@ -234,26 +248,19 @@ void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done
 
 void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
   check_error(error, "start_abort");
-  std::vector<TransferPtr> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) aborted_ = error;
-    dropped.swap(queued_);
   }
   table_.start_abort(error);
 }
 
 void MpiRendezvous::Impl::abort_step(int64_t step_id, std::exception_ptr error) {
   check_error(error, "abort_step");
-  std::vector<TransferPtr> dropped;  // released outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_steps_.emplace(step_id, error);  // the first abort of a step wins
-    // Sends not started yet are simply not sent; started ones complete and the peer drops them.
-    auto keep = std::stable_partition(queued_.begin(), queued_.end(),
-                                      [&](const TransferPtr& t) { return t->header.key.step_id != step_id; });
-    dropped.assign(std::make_move_iterator(keep), std::make_move_iterator(queued_.end()));
-    queued_.erase(keep, queued_.end());
+    // Sends already started complete, and the peer drops them.
   }
   table_.abort_step(step_id, error);
 }
@@ -276,46 +283,30 @@ void MpiRendezvous::Impl::cleanup_step(int64_t step_id) {
 // ---- the progress thread ----
 
 void MpiRendezvous::Impl::run() {
-  using namespace std::chrono;
-  // Naps of tens of microseconds are only that short with a small timer slack (Linux adds 50 us
-  // to every timed wait of a thread by default, which would double the latency of a message).
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  auto idle_since = steady_clock::now();
+  ProgressPacer::shorten_timer_slack();
+  ProgressPacer pacer;
   while (true) {
-    bool busy = start_queued_sends();
+    bool busy = adopt_started_sends();
     busy |= test_requests();
-    // Payloads in flight need MPI's progress on this side too (a large message's handshake):
-    // they get the shortest naps. (Polling without napping was tried: on a machine with fewer
-    // cores than threads it takes the core from the peer and made 1 MiB ten times slower.)
+    // Payloads in flight need MPI's progress on this side too (a large message's handshake).
     const bool in_flight = requests_.size() > 1;
     std::unique_lock<std::mutex> lock(mu_);
     if (stop_) {
       // Sends made just before the destructor still go: the destructor gives them a moment.
       lock.unlock();
-      start_queued_sends();
+      adopt_started_sends();
       return;
     }
-    const auto now = steady_clock::now();
     if (busy || !queued_.empty()) {
-      idle_since = now;
+      pacer.traffic();
       continue;
     }
-    // Short naps while traffic is recent (a reply often follows a message), longer ones once
-    // the rendezvous has been idle a while; a send wakes the thread at once. The nap is most of
-    // a message's latency (bench/mpi_rendezvous: 20 us naps gave 63 us one way, 50 us naps
-    // 110 us); 20 us costs a wake-up and a Testsome per nap, so only for 2 ms after traffic.
-    const auto idle = now - idle_since;
-    // Right after traffic an answer is likeliest: yield instead of napping (a yield gives the
-    // core away only to threads that are ready, unlike a spin), for a short while.
-    if (idle < microseconds(200)) {
+    if (pacer.yield_now()) {
       lock.unlock();
       std::this_thread::yield();
       continue;
     }
-    const auto nap = in_flight || idle < milliseconds(2) ? microseconds(20)
-                     : idle < milliseconds(20)            ? microseconds(100)
-                                                          : microseconds(1000);
-    wake_.wait_for(lock, nap, [&] { return stop_ || !queued_.empty(); });
+    wake_.wait_for(lock, pacer.nap(in_flight), [&] { return stop_ || !queued_.empty(); });
   }
 }
 
@@ -335,40 +326,36 @@ void MpiRendezvous::Impl::add_request(MPI_Request r, TransferPtr owner, int expe
   expected_.push_back(expected);
 }
 
-bool MpiRendezvous::Impl::start_queued_sends() {
+bool MpiRendezvous::Impl::adopt_started_sends() {
   std::vector<TransferPtr> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
     sends.swap(queued_);
   }
-  for (const TransferPtr& t : sends) start_send(t);
+  for (const TransferPtr& t : sends) {
+    for (MPI_Request r : t->started) add_request(r, t);
+    t->started.clear();
+  }
   return !sends.empty();
 }
 
-void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
-  auto fail = [&](int rc) {
-    // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
-    // error handling sees it.
-    abort_step(t->header.key.step_id,
-               std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + t->header.key.to_string() +
-                                                   " to rank " + std::to_string(t->peer) + ": " +
-                                                   mpi_error_string(rc))));
-  };
+int MpiRendezvous::Impl::start_send(Transfer& t) {
   MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPI_Isend(t->header_bytes.data(), static_cast<int>(t->header_bytes.size()), MPI_BYTE, t->peer,
+  int rc = MPI_Isend(t.header_bytes.data(), static_cast<int>(t.header_bytes.size()), MPI_BYTE, t.peer,
                      kMpiRendezvousHeaderTag, comm_, &r);
-  if (rc != MPI_SUCCESS) return fail(rc);
-  ++t->outstanding;
-  add_request(r, t);
-  const uint64_t chunk = t->header.chunk_bytes;
-  auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
-  for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
-    const auto count = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
-    rc = MPI_Isend(base + off, count, MPI_BYTE, t->peer, static_cast<int>(t->header.tag), comm_, &r);
-    if (rc != MPI_SUCCESS) return fail(rc);
-    ++t->outstanding;
-    add_request(r, t);
+  if (rc != MPI_SUCCESS) return rc;
+  ++t.outstanding;
+  t.started.push_back(r);
+  const uint64_t chunk = t.header.chunk_bytes;
+  auto* base = t.header.total_bytes ? static_cast<char*>(t.value.raw_data()) : nullptr;
+  for (uint64_t off = 0; off < t.header.total_bytes; off += chunk) {
+    const auto count = static_cast<int>(std::min(chunk, t.header.total_bytes - off));
+    rc = MPI_Isend(base + off, count, MPI_BYTE, t.peer, static_cast<int>(t.header.tag), comm_, &r);
+    if (rc != MPI_SUCCESS) return rc;
+    ++t.outstanding;
+    t.started.push_back(r);
   }
+  return MPI_SUCCESS;
 }
 
 bool MpiRendezvous::Impl::test_requests() {
