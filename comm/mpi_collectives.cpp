@@ -1,7 +1,5 @@
 #include "comm/mpi_collectives.h"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -9,6 +7,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "comm/mpi_allreduce_algorithm.h"
+#include "comm/progress_pacer.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -121,6 +121,7 @@ class MpiCollectives::Impl {
   std::vector<OpPtr> owners_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
+  AllreduceAlgorithmChooser algorithm_;  // used under mu_, where every MPI_Iallreduce is made
   std::thread thread_;
 };
 
@@ -186,6 +187,10 @@ void MpiCollectives::Impl::start(std::shared_ptr<CrossProcessCollective> c) {
         op->c = c;
         ops_[c.get()] = op;
         ready_.push_back(std::move(op));
+        // Issue here, on the starting thread, when this is the next collective in order: waking
+        // the progress thread first put one thread hand-off (tens of microseconds on a busy
+        // machine) before every collective's first message. The progress thread then tests it.
+        if (!resetting_) issue_ready(failed);
       } catch (const FailedPrecondition& e) {
         interrupt(c->key, e.what(), failed);
         error = std::current_exception();
@@ -272,6 +277,7 @@ void MpiCollectives::Impl::issue(const OpPtr& op) {
       const bool in_place = c.send.same_as(c.result) || c.send.raw_data() == c.result.raw_data();
       for (auto [off, n] : split_counts(c.result.size(), options_.max_count)) {
         MPI_Request r;
+        algorithm_.before(n * static_cast<int64_t>(dtype_size(c.result.dtype())), size_);
         check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : at(c.send, off), at(c.result, off), static_cast<int>(n), type,
                              MPI_SUM, comm_, &r),
               "MPI_Iallreduce");
@@ -481,9 +487,8 @@ void MpiCollectives::Impl::complete(const OpPtr& op, std::vector<OpPtr>& finishe
 }
 
 void MpiCollectives::Impl::run() {
-  using namespace std::chrono;
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // naps of tens of microseconds (see mpi_rendezvous.cpp)
-  auto idle_since = steady_clock::now();
+  ProgressPacer::shorten_timer_slack();
+  ProgressPacer pacer;
   std::vector<OpPtr> finished;
   while (true) {
     std::unique_lock lock(mu_);
@@ -498,27 +503,25 @@ void MpiCollectives::Impl::run() {
     lock.unlock();
     for (const OpPtr& op : finished) op->c->done(op->error);
     finished.clear();
-    const auto now = steady_clock::now();
     if (busy) {
-      idle_since = now;
+      pacer.traffic();
       continue;
     }
-    const auto idle = now - idle_since;
-    if ((in_flight || waiting) && idle < microseconds(200)) {
-      std::this_thread::yield();  // an answer is likeliest right after traffic
+    if ((in_flight || waiting) && pacer.yield_now()) {
+      std::this_thread::yield();
       continue;
     }
     lock.lock();
     if (stop_) return;
     if (!in_flight) {
       // Nothing MPI must progress: sleep until a collective is started (bounded, to be safe).
-      wake_.wait_for(lock, milliseconds(100));
-      idle_since = steady_clock::now() - microseconds(200);
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      pacer.woke_from_sleep();
       continue;
     }
-    const auto nap = idle < milliseconds(2) ? microseconds(20) : idle < milliseconds(20) ? microseconds(100)
-                                                                                       : microseconds(1000);
-    wake_.wait_for(lock, nap);
+    // A long collective's naps grow with its time in flight, so that it takes little from the
+    // computation it overlaps.
+    wake_.wait_for(lock, pacer.nap(/*in_flight=*/false));
   }
 }
 
