@@ -129,6 +129,34 @@ TEST(Cluster, AKernelErrorOnATaskIsRaisedOnTheChiefNamingTaskAndLine) {
   }
 }
 
+// A partition with nothing to wait for (no Recv: its index is a variable of its own task) is
+// small enough to run on the task's serve loop itself: its errors take the same way to the chief.
+TEST(Cluster, AFailingStepRunOnATasksServeLoopIsRaisedOnTheChief) {
+  Graph g;
+  Tensor bad_rows, good_rows;
+  {
+    GraphScope scope(g);
+    DeviceScope on(worker(2));
+    const Tensor table = constant(std::vector<float>{1, 2, 3, 4}, Shape{4});
+    const std::vector<int32_t> bad_i = {1, 9};
+    Variable index(Tensor::from_host(int32, {2}, bad_i.data()), "bad_index");
+    bad_rows = gather(table, index.value());
+    good_rows = table * 2.f;
+  }
+  Session sess(g, *g_cluster);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    try {
+      (void)sess.run({bad_rows});
+      ADD_FAILURE() << "index 9 is out of range";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("task:2"), std::string::npos) << what;
+      EXPECT_NE(what.find("gather"), std::string::npos) << what;
+    }
+    EXPECT_EQ(sess.run({good_rows})[0].to_vector<float>(), (std::vector<float>{2.f, 4.f, 6.f, 8.f}));
+  }
+}
+
 TEST(Cluster, FeedsFetchesControlEdgesAndVariablesAcrossTasks) {
   Graph g;
   Tensor x, a, b, total, bump, counter_now;
