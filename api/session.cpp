@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "api/dispatch.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
 #include "scheduler/graph_compiler.h"
@@ -101,7 +102,7 @@ Session::~Session() {
 
 void Session::initialize_variables() {
   const GraphIR& g = graph_.ir();
-  if (initialized_ == g.initializers.size()) return;
+  if (initialized_ == g.initializers.size() && (!remote_ || variables_seen_ == g.variables.size())) return;
   // A variable that already has a value (restored from a checkpoint, or assigned eagerly) keeps
   // it: only the others run their initialisers. Variables added to the graph after a run (an
   // optimizer's slots, made when its train op is built) are initialised on the next run.
@@ -111,13 +112,37 @@ void Session::initialize_variables() {
     auto it = g.variables.find(g.node(id).attrs.get<std::string>("var"));
     if (it == g.variables.end() || !it->second->value.defined()) pending.push_back(id);
   }
+  GraphIR copy = g.clone();
+  // In a cluster a variable lives on its task, which has only what the chief ships. A variable
+  // whose value the chief holds (made from a concrete tensor, restored from a checkpoint,
+  // assigned eagerly) has no initializer to run there: the first run assigns it the chief's
+  // value, which stays on the chief's host and travels as a tensor (Send/Recv), not inside the
+  // registered partitions.
+  std::vector<std::string> sent;
+  if (remote_) {
+    static const OpDef& const_op = op_def("Const");
+    static const OpDef& assign_op = op_def("AssignVariable");
+    const std::string host = cluster_->runtime()->host_device();
+    for (const auto& [key, state] : g.variables) {
+      if (!state->value.defined() || sent_values_.contains(key)) continue;
+      Node& value = copy.add_node(const_op, {}, {{"value", state->value}}, {{state->dtype, state->shape}},
+                                  key + "/ChiefValue");
+      value.requested_device = host;
+      Node& assign = copy.add_node(assign_op, {{value.id, 0}}, {{"var", key}, {"dtype", state->dtype}, {"shape", state->shape}},
+                                   {}, key + "/AssignChiefValue");
+      assign.requested_device = state->device;
+      pending.push_back(assign.id);
+      sent.push_back(key);
+    }
+  }
   if (!pending.empty()) {
-    GraphIR copy = g.clone();
     drop_idle_orderings(copy, {}, {}, pending);
     CompiledGraph init(std::move(copy), {.targets = pending}, compile_options());
     init.run({});
   }
   initialized_ = g.initializers.size();
+  sent_values_.insert(sent.begin(), sent.end());
+  variables_seen_ = g.variables.size();
 }
 
 CompileOptions Session::compile_options() const {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,6 +108,9 @@ class Session {
   std::unique_ptr<RemoteTasks> remote_;  // the cluster's tasks, for this session
   mutable std::mutex mu_;   // guards planning, initialisation and placement_; runs go on outside it
   size_t initialized_ = 0;  // how many of the graph's initializers have been seen
+  // A cluster session's variables whose value the chief held and has assigned on their tasks.
+  std::set<std::string> sent_values_;
+  size_t variables_seen_ = 0;  // how many of the graph's variables were looked at for that
   std::map<std::string, std::unique_ptr<Plan>> plans_;
   std::map<std::string, std::string> placement_;
 };
