@@ -1,6 +1,8 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): a
 // counter-based generator. Block b of a stream is philox(key = seed, counter = b), so any element
-// can be computed independently, on any thread or device, in any order.
+// can be computed independently, on any thread or device, in any order. The counter's high 64
+// bits number the stream: run k of an unseeded node in a compiled graph draws stream k of its
+// key (runtime/random_seed.h); stream 0 is every other draw.
 #pragma once
 
 #include <array>
@@ -20,8 +22,9 @@ struct Philox4x32 {
   WEFT_HOST_DEVICE explicit Philox4x32(uint64_t seed)
       : key0(static_cast<uint32_t>(seed)), key1(static_cast<uint32_t>(seed >> 32)) {}
 
-  WEFT_HOST_DEVICE std::array<uint32_t, 4> operator()(uint64_t block) const {
-    uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32), c2 = 0, c3 = 0;
+  WEFT_HOST_DEVICE std::array<uint32_t, 4> operator()(uint64_t block, uint64_t stream = 0) const {
+    uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32);
+    uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
     uint32_t k0 = key0, k1 = key1;
     for (int round = 0; round < 10; ++round) {
       uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;

@@ -33,6 +33,9 @@ struct KernelContext {
   const Attrs& attrs;
   Device& device;
   RunContext* run = nullptr;  // not owned; set by executors, null in eager mode
+  // For a kRandom op run by an executor: how many times this node ran before in that executor
+  // (so in the compiled graph that holds it). 0 in eager mode and for every other op.
+  uint64_t execution = 0;
 
   const Tensor& input(int i) const { return inputs[i]; }
   Tensor& output(int i) const { return outputs[i]; }
@@ -94,13 +97,15 @@ void allocate_outputs(const OpDef& op, Meta&& meta, std::span<const Tensor> ins,
 }
 
 // Runs a synchronous kernel (or a view op's absent one) on `device`: allocates the outputs as
-// above, then calls it. `run` is the executor's context, null in eager mode and constant folding.
+// above, then calls it. `run` is the executor's context, null in eager mode and constant folding;
+// `execution` becomes KernelContext::execution.
 template <class Meta>
 void run_kernel(const OpDef& op, KernelFn fn, Device& device, const Attrs& attrs, std::span<const Tensor> ins,
-                std::span<Tensor> outs, Meta&& meta, RunContext* run = nullptr, int reuse_input = -1) {
+                std::span<Tensor> outs, Meta&& meta, RunContext* run = nullptr, int reuse_input = -1,
+                uint64_t execution = 0) {
   allocate_outputs(op, meta, ins, outs, device, reuse_input);
   if (!fn) return;
-  KernelContext kc{op, ins, outs, attrs, device, run};
+  KernelContext kc{op, ins, outs, attrs, device, run, execution};
   fn(kc);
 }
 

@@ -51,6 +51,10 @@ enum OpFlags : uint32_t {
   // A side effect that keeps no program order with the others (collectives): chaining the members
   // of a group, each waiting for the other devices, would deadlock them.
   kUnorderedSideEffect = 1u << 7,
+  // Draws random numbers from its "seed" attribute, or, unseeded (-1), from the "stream_seed"
+  // compilation gives it (runtime/random_seed.h): the executor numbers the node's runs
+  // (KernelContext::execution) so every run of a compiled graph draws a new stream.
+  kRandom = 1u << 8,
 };
 
 struct TensorMeta {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <random>
 
+#include "runtime/attr.h"
+
 namespace weft {
 
 namespace {
@@ -30,5 +32,13 @@ int64_t resolve_seed(int64_t seed) {
 }
 
 void set_global_seed(int64_t seed) { next_seed().store(static_cast<uint64_t>(seed) * 0x2545F4914F6CDD1Dull); }
+
+RandomStream random_stream(const Attrs& attrs, uint64_t execution) {
+  const int64_t seed = attrs.get<int64_t>("seed");
+  if (seed >= 0) return {static_cast<uint64_t>(seed), 0};
+  const int64_t stream_seed = attrs.get_or<int64_t>("stream_seed", -1);
+  if (stream_seed >= 0) return {static_cast<uint64_t>(stream_seed), execution};
+  return {static_cast<uint64_t>(resolve_seed(-1)), 0};
+}
 
 }  // namespace weft

@@ -92,6 +92,7 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
   num_feeds_ = static_cast<int32_t>(spec_.feeds.size());
   num_values_ = num_feeds_;
   std::vector<int32_t> plan_index(static_cast<size_t>(g.id_bound()), -1);
+  int32_t num_counted = 0;
   for (int32_t id : g.topological_order()) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = g.node(id);
@@ -106,12 +107,17 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
     s.async = kernel.async;
     s.track = &timeline_track(*s.device);
     if (s.async) s.async_slot = num_async_++;
+    if (n.op->has(kRandom)) s.run_counter = num_counted++;
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
     num_values_ += s.num_outputs;
     for (const TensorMeta& m : n.outputs) s.static_shapes &= m.shape.is_fully_defined();
     plan_index[static_cast<size_t>(id)] = static_cast<int32_t>(plan_.size());
     plan_.push_back(std::move(s));
+  }
+  if (num_counted > 0) {
+    run_counts_.reset(new std::atomic<uint64_t>[static_cast<size_t>(num_counted)]);
+    for (int32_t i = 0; i < num_counted; ++i) run_counts_[i].store(0, std::memory_order_relaxed);
   }
   value_readers_.assign(static_cast<size_t>(num_values_), 0);
   auto value_of = [&](const Endpoint& e) {
@@ -247,15 +253,17 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
     int64_t timeline_start = 0;
     if (recording) [[unlikely]]
       timeline_start = timeline::now_us();
+    const uint64_t execution =
+        s.run_counter < 0 ? 0 : run_counts_[s.run_counter].fetch_add(1, std::memory_order_relaxed);
     if (s.static_shapes) {
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
-                 &st.ctx, reuse ? s.reuse_input : -1);
+                 &st.ctx, reuse ? s.reuse_input : -1, execution);
     } else {
       InferContext ic(op, cins, n.attrs);
       if (!op.has(kSetsOutputs)) op.infer(ic);
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs,
                  [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, &st.ctx,
-                 reuse ? s.reuse_input : -1);
+                 reuse ? s.reuse_input : -1, execution);
     }
     if (recording) [[unlikely]]
       record_on_timeline(n, false, *s.track, timeline_start);

@@ -130,6 +130,10 @@ class Executor {
   bool parallel_ = false;
   bool has_big_nodes_ = false;
   int32_t num_async_ = 0;                  // asynchronous steps (Recv), each with its slot
+  // How many times each kRandom node has run in this executor (KernelContext::execution): the
+  // count lives with the compiled graph on the task that runs the node, so one process and a
+  // cluster count alike, and concurrent nodes cannot take each other's numbers.
+  std::unique_ptr<std::atomic<uint64_t>[]> run_counts_;
   mutable std::atomic<RunState*> spare_{nullptr};  // owned; a run state kept for the next run
   mutable std::mutex bodies_mu_;
   // Control-flow subgraphs, per device they run on.

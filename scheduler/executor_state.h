@@ -24,6 +24,7 @@ struct Executor::Step {
   KernelFn fn = nullptr;        // synchronous kernel (null for a view op without one)
   AsyncKernelFn async = nullptr;
   int32_t async_slot = -1;      // index of this step's slot in RunState::async (async steps)
+  int32_t run_counter = -1;     // a kRandom node's index in Executor::run_counts_
   std::vector<int32_t> inputs;  // value ids, one per input slot
   int32_t first_output = 0;     // value ids first_output .. first_output + num_outputs - 1
   int32_t num_outputs = 0;

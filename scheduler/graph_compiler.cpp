@@ -9,6 +9,7 @@
 #include "runtime/rendezvous.h"
 #include "scheduler/passes/optimize.h"
 #include "scheduler/passes/partition.h"
+#include "scheduler/passes/random_streams.h"
 
 namespace weft {
 
@@ -145,6 +146,10 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   g.results = spec.fetches;
   std::vector<int32_t> targets = spec.targets;
   keep_needed(g, targets);
+  // Here, on the process that owns the graph and before it is placed anywhere: an unseeded random
+  // node draws the same numbers on whichever task it lands (runtime/random_seed.h). After
+  // pruning, so only nodes that run take seeds from the sequence.
+  give_random_streams(g);
   if (options.optimize) {
     optimize(g, {}, targets);
     std::erase_if(targets, [&](int32_t t) { return !g.alive(t); });

@@ -10,7 +10,9 @@
 //     every reader, by a new Placeholder (so a feed overrides any tensor, as in TensorFlow 1).
 //  2. Only what the fetches and targets need is kept (the executor's rule: data inputs and
 //     control inputs, cut at the feeds).
-//  3. The pass pipeline (scheduler/passes/optimize.h) when `optimize` is set.
+//  3. Every unseeded random node left gets its stream_seed from this process's seed sequence
+//     (scheduler/passes/random_streams.h); then the pass pipeline (scheduler/passes/optimize.h)
+//     when `optimize` is set.
 //  4. Placement over the devices (every local device by default): requested devices, kernels,
 //     colocation, the cost model (scheduler/passes/place.h). Soft placements are said once on
 //     stderr; log_device_placement prints every node's device there.

@@ -6,8 +6,10 @@ namespace weft::random {
 
 void set_seed(int64_t seed) { set_global_seed(seed); }
 
-// Seeds are passed on as given: an unseeded op (-1) draws its seed when its kernel runs, so a
-// traced graph gets fresh numbers on every call.
+// Seeds are passed on as given. An unseeded op (-1) run eagerly draws its seed from the process's
+// sequence when its kernel runs; traced, compilation gives it a key from that sequence and every
+// run a new stream of it, so a traced graph gets fresh numbers on every call, reproducibly after
+// set_seed and wherever the node is placed (runtime/random_seed.h).
 Tensor normal(const Shape& shape, double mean, double stddev, int64_t seed, DType dtype, const SourceLocation& loc) {
   static const OpDef& op = op_def("RandomNormal");
   return dispatch1(op, {},

@@ -12,7 +12,10 @@
 namespace weft::random {
 
 // Makes unseeded draws (and layer initialisers) reproducible from here on, like
-// tf.random.set_seed: the n-th unseeded draw after set_seed(s) always gets the same seed.
+// tf.random.set_seed: the n-th unseeded draw after set_seed(s) always gets the same seed. A
+// compiled graph draws one key per unseeded node when it is compiled (on the chief in a cluster)
+// and a new stream of it on every run, so after set_seed(s) a program gives the same numbers
+// run to run, in one process or placed over a cluster (runtime/random_seed.h).
 void set_seed(int64_t seed);
 
 Tensor normal(const Shape& shape, double mean = 0.0, double stddev = 1.0, int64_t seed = -1, DType dtype = float32,

@@ -15,7 +15,8 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 template <class T>
 void generate(KernelContext& ctx, bool normal) {
-  const Philox4x32 gen(static_cast<uint64_t>(resolve_seed(ctx.attrs.get<int64_t>("seed"))));
+  const RandomStream rs = random_stream(ctx.attrs, ctx.execution);
+  const Philox4x32 gen(rs.key);
   const double a = ctx.attrs.get<double>(normal ? "mean" : "low");
   const double b = ctx.attrs.get<double>(normal ? "stddev" : "high");
   T* out = static_cast<T*>(ctx.output(0).raw_data());
@@ -25,7 +26,7 @@ void generate(KernelContext& ctx, bool normal) {
   ctx.pool().parallel_for(blocks, 1024, [&](int64_t b0, int64_t b1) {
     T vals[4];
     for (int64_t blk = b0; blk < b1; ++blk) {
-      auto x = gen(static_cast<uint64_t>(blk));
+      auto x = gen(static_cast<uint64_t>(blk), rs.stream);
       if constexpr (std::is_same_v<T, float>) {
         if (normal) {
           for (int p = 0; p < 2; ++p) {

@@ -1,5 +1,6 @@
 // Definitions of RandomNormal and RandomUniform. Their numbers depend only on (seed, element
-// index), so every mode and device produces the same tensor for the same seed.
+// index) -- for an unseeded node of a compiled graph, on (stream_seed, how many times the node ran,
+// element index) -- so every mode and device produces the same tensor for the same seed.
 #include <cmath>
 
 #include "kernels/defs/shape_fns.h"
@@ -33,15 +34,16 @@ void infer_random(InferContext& ctx) {
 }  // namespace
 
 void register_random_defs() {
-  // Stateful: two unseeded draws must not be merged or folded into one constant.
+  // Stateful: two unseeded draws must not be merged or folded into one constant. "stream_seed" is
+  // not the user's: compilation gives it to an unseeded node (runtime/random_seed.h).
   op_registry().add({.name = "RandomNormal", .display = "random::normal", .min_inputs = 0, .max_inputs = 1,
                      .attrs = {{"shape", AttrType::Shape, false}, {"mean", AttrType::Float}, {"stddev", AttrType::Float},
-                               {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
-                     .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
+                               {"seed", AttrType::Int}, {"stream_seed", AttrType::Int, false}, {"dtype", AttrType::Type}},
+                     .infer = infer_random, .flags = kStateful | kNotDifferentiable | kRandom, .kernel_dtype_input = -1});
   op_registry().add({.name = "RandomUniform", .display = "random::uniform", .min_inputs = 0, .max_inputs = 1,
                      .attrs = {{"shape", AttrType::Shape, false}, {"low", AttrType::Float}, {"high", AttrType::Float},
-                               {"seed", AttrType::Int}, {"dtype", AttrType::Type}},
-                     .infer = infer_random, .flags = kStateful | kNotDifferentiable, .kernel_dtype_input = -1});
+                               {"seed", AttrType::Int}, {"stream_seed", AttrType::Int, false}, {"dtype", AttrType::Type}},
+                     .infer = infer_random, .flags = kStateful | kNotDifferentiable | kRandom, .kernel_dtype_input = -1});
 }
 
 }  // namespace weft::defs

@@ -35,11 +35,13 @@ TEST(Cluster, KnowsEveryTaskAndItsDevices) {
 }
 
 // A two-layer model with layer 1 on task 1 and layer 2 on task 2, trained TF1-style. Its
-// initial values are seeded explicitly: an unseeded random op draws its seed from the sequence of
-// the process that runs it, which a cluster's tasks do not share.
+// initial values are unseeded, and each layer adds unseeded noise to its weights on every step:
+// the keys of those draws come from the chief's seed sequence when the graph is compiled, and
+// each run of a node draws the next stream of its key on the task that runs it (weft issue 14,
+// runtime/random_seed.h), so after the same set_seed the cluster draws what one process draws.
 struct Model {
   Graph g;
-  Tensor x, y, loss;
+  Tensor x, y, loss, noise1, noise2;
   Operation train;
   std::shared_ptr<optim::SGD> sgd = std::make_shared<optim::SGD>(0.1);
 };
@@ -53,22 +55,24 @@ Model build_model(bool spread) {
   Tensor h, out;
   {
     DeviceScope on(spread ? worker(1) : "/cpu:0");
-    vars.emplace_back(random::uniform({8, 16}, -0.5, 0.5, /*seed=*/1), "w1");
+    vars.emplace_back(random::uniform({8, 16}, -0.5, 0.5), "w1");
     vars.emplace_back(zeros({16}), "b1");
   }
   {
     DeviceScope on(spread ? worker(2) : "/cpu:0");
-    vars.emplace_back(random::uniform({16, 4}, -0.5, 0.5, /*seed=*/2), "w2");
+    vars.emplace_back(random::uniform({16, 4}, -0.5, 0.5), "w2");
     vars.emplace_back(zeros({4}), "b2");
   }
   GradientTape tape;
   {
     DeviceScope on(spread ? worker(1) : "/cpu:0");
-    h = tanh(matmul(m.x, vars[0].value()) + vars[1].value());
+    m.noise1 = random::normal({8, 16}, 0, 0.01);
+    h = tanh(matmul(m.x, vars[0].value() + m.noise1) + vars[1].value());
   }
   {
     DeviceScope on(spread ? worker(2) : "/cpu:0");
-    out = matmul(h, vars[2].value()) + vars[3].value();
+    m.noise2 = random::normal({16, 4}, 0, 0.01);
+    out = matmul(h, vars[2].value() + m.noise2) + vars[3].value();
   }
   m.loss = identity(reduce_mean(square(out - m.y)), "loss");
   m.train = m.sgd->apply_gradients(tape.gradient(m.loss, vars), vars);
@@ -82,18 +86,47 @@ TEST(Cluster, TrainingWithLayersOnTwoTasksGivesTheLossesOfOneProcess) {
   const Tensor xs = Tensor::from_host(float32, {32, 8}, xv.data());
   const Tensor ys = Tensor::from_host(float32, {32, 4}, yv.data());
 
+  // Each step's loss and the noise layer 1 and layer 2 drew in it.
+  struct Step {
+    float loss;
+    std::vector<float> noise1, noise2;
+  };
+  auto train = [&](Model& m, Session& sess) {
+    std::vector<Step> steps;
+    for (int step = 0; step < 10; ++step) {
+      const std::vector<Tensor> r = sess.run({{m.x, xs}, {m.y, ys}}, {m.loss, m.noise1, m.noise2}, {m.train});
+      steps.push_back({r[0].item<float>(), r[1].to_vector<float>(), r[2].to_vector<float>()});
+    }
+    return steps;
+  };
+  random::set_seed(2024);
   Model local = build_model(false);
   Session one(local.g);
+  const std::vector<Step> a = train(local, one);
+  random::set_seed(2024);
   Model spread = build_model(true);
   Session many(spread.g, *g_cluster);
-  for (int step = 0; step < 10; ++step) {
-    const float a = one.run({{local.x, xs}, {local.y, ys}}, {local.loss}, {local.train})[0].item<float>();
-    const float b = many.run({{spread.x, xs}, {spread.y, ys}}, {spread.loss}, {spread.train})[0].item<float>();
-    EXPECT_EQ(a, b) << "step " << step;
+  const std::vector<Step> b = train(spread, many);
+  for (size_t step = 0; step < a.size(); ++step) {
+    EXPECT_EQ(a[step].loss, b[step].loss) << "step " << step;
+    EXPECT_EQ(a[step].noise1, b[step].noise1) << "step " << step;
+    EXPECT_EQ(a[step].noise2, b[step].noise2) << "step " << step;
   }
+  EXPECT_NE(a[0].noise1, a[1].noise1) << "an unseeded op draws new numbers on every step";
+  EXPECT_NE(a[0].noise2, a[1].noise2) << "an unseeded op draws new numbers on every step";
   std::set<std::string> tasks;
   for (const auto& [node, device] : many.placement()) tasks.insert(device.substr(0, device.find("/device:")));
   EXPECT_TRUE(tasks.contains("/job:worker/replica:0/task:1") && tasks.contains("/job:worker/replica:0/task:2"));
+  // The draws really ran on the workers.
+  const auto where = many.placement();
+  auto node_of = [](const Tensor& t) {
+    const std::string name = t.name();
+    return name.substr(0, name.rfind(':'));
+  };
+  const std::string noise1 = node_of(spread.noise1), noise2 = node_of(spread.noise2);
+  ASSERT_TRUE(where.contains(noise1) && where.contains(noise2));
+  EXPECT_EQ(where.at(noise1).rfind("/job:worker/replica:0/task:1/", 0), 0u) << where.at(noise1);
+  EXPECT_EQ(where.at(noise2).rfind("/job:worker/replica:0/task:2/", 0), 0u) << where.at(noise2);
 }
 
 TEST(Cluster, AKernelErrorOnATaskIsRaisedOnTheChiefNamingTaskAndLine) {

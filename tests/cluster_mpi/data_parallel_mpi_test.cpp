@@ -61,6 +61,30 @@ TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
   EXPECT_EQ(adam.iterations(), 30);
 }
 
+// Each replica's copy of an unseeded op draws numbers of its own, as TensorFlow's replicas do:
+// DataParallel compiles the replicated step on the chief, which gives every copy its own key from
+// the chief's seed sequence (runtime/random_seed.h). After the same set_seed, the same numbers.
+TEST(DataParallelMpi, ReplicasOfAnUnseededOpDrawTheirOwnNumbersReproducibly) {
+  auto draws = [](int64_t seed) {
+    random::set_seed(seed);
+    distribute::DataParallel dp(*g_cluster);
+    Variable noise(zeros({64}), "replica_noise");
+    auto step = dp.function([&](Tensor x) {
+      noise.assign(random::uniform({64}));
+      return reduce_mean(x);
+    });
+    (void)step(ones({8, 2}));
+    std::vector<std::vector<float>> out;
+    for (const Tensor& t : dp.replica_values(noise)) out.push_back(t.to_vector<float>());
+    return out;
+  };
+  const std::vector<std::vector<float>> a = draws(3), b = draws(3);
+  ASSERT_EQ(a.size(), static_cast<size_t>(g_cluster->num_tasks()));
+  EXPECT_EQ(a, b);
+  for (size_t r = 1; r < a.size(); ++r) EXPECT_NE(a[r], a[0]) << "replica " << r << " drew replica 0's numbers";
+  EXPECT_NE(a[0], std::vector<float>(64, 0.f)) << "the step did not assign the draw";
+}
+
 TEST(DataParallelMpi, ErrorOnOneReplicaIsRaisedAndTrainingGoesOn) {
   distribute::DataParallel dp(*g_cluster);
   testing::Classifier parallel, single;
