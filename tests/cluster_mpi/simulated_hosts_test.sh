@@ -31,8 +31,8 @@ remove_namespace() {
   # A namespace lives on while a process is in it, so a daemon that outlived mpirun would keep
   # its veth alive: those (started by this test) are ended first.
   local pids
-  pids=$(ip netns pids "$1" 2>/dev/null)
-  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+  mapfile -t pids < <(ip netns pids "$1" 2>/dev/null)
+  ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
   ip netns delete "$1" 2>/dev/null
 }
 cleanup() {
@@ -92,7 +92,8 @@ expected=()
 for ((k = 0; k < hosts; ++k)); do expected+=("$(ip netns exec "$prefix$k" readlink /proc/self/ns/net)"); done
 own=$(readlink /proc/self/ns/net)
 
-# Each rank writes down where it runs, then becomes the program.
+# Each rank writes down where it runs, then becomes the program (expanded by the rank's shell).
+# shellcheck disable=SC2016
 record='echo "$(readlink /proc/self/ns/net) $(hostname) $(ip -4 -o addr show dev eth0 | grep -o "inet [0-9.]*")" > '"$dir"'/rank.$OMPI_COMM_WORLD_RANK && exec "$@"'
 
 export WEFT_SIMHOSTS_PREFIX=$prefix OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
