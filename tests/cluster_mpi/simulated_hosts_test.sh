@@ -22,7 +22,8 @@ prefix="weftsim$$-"
 switch="${prefix}sw"
 namespaces=("$switch")
 for ((k = 0; k < hosts; ++k)); do namespaces+=("$prefix$k"); done
-dir=$(mktemp -d)
+tmp=${TMPDIR:-/tmp}
+dir=$(mktemp -d "$tmp/weftsim$$-XXXXXX")
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -48,17 +49,26 @@ job=
 trap 'echo "FAIL: interrupted"; [[ -n $job ]] && kill -TERM "$job" 2>/dev/null; exit 143' INT TERM
 
 # A run killed outright could not clean up (ctest 3.25 ends a test past its TIMEOUT with SIGKILL;
-# the runs below are bounded well inside it): its namespaces are removed here once the shell
-# that made them is gone.
+# the runs below are bounded well inside it): its namespaces and folder are removed here once
+# the shell that made them is gone.
+running() {   # not gone, and not a zombie that nobody has reaped yet
+  local stat
+  { stat=$(< "/proc/$1/stat"); } 2> /dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
 sweep_stale() {
-  local ns pid
-  while read -r ns _; do
-    [[ $ns =~ ^weftsim([0-9]+)- ]] || continue
+  local name pid
+  while read -r name _; do
+    [[ $name =~ ^weftsim([0-9]+)- ]] || continue
     pid=${BASH_REMATCH[1]}
-    [[ -d /proc/$pid ]] && continue
-    echo "removing $ns, left by an earlier run (pid $pid) that ended without cleaning up"
-    remove_namespace "$ns"
+    running "$pid" && continue
+    echo "removing $name, left by an earlier run (pid $pid) that ended without cleaning up"
+    remove_namespace "$name"
   done < <(ip netns list 2>/dev/null)
+  for name in "$tmp"/weftsim*-*; do
+    [[ $name =~ /weftsim([0-9]+)-[^/]*$ ]] && ! running "${BASH_REMATCH[1]}" && rm -rf "$name"
+  done
 }
 
 command -v ip > /dev/null || skip "no 'ip' command (iproute2) to make network namespaces with"
@@ -106,9 +116,10 @@ for program in "${programs[@]}"; do
   # Bounded inside ctest's TIMEOUT, so that this script, not ctest's SIGKILL, ends every run and
   # removes the namespaces. --leave-session-attached: the daemons stay mpirun's children instead
   # of daemonizing, so a daemon that cannot reach mpirun fails the job at once, not at the timeout.
+  # Open MPI's session files go in this test's folder, so that even a killed run leaves none.
   timeout -k 10 180 ip netns exec "${prefix}0" unshare --uts \
     /bin/sh -c 'hostname simhost0 && exec "$@"' sh "$mpiexec" --allow-run-as-root -np "$hosts" \
-    --hostfile "$dir/hostfile" --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --leave-session-attached \
+    --hostfile "$dir/hostfile" --mca orte_tmpdir_base "$dir" --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --leave-session-attached \
     --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
     "${forward[@]}" /bin/bash -c "$record" "$program" "$program" &
