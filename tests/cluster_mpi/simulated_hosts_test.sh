@@ -119,7 +119,8 @@ for program in "${programs[@]}"; do
   # Open MPI's session files go in this test's folder, so that even a killed run leaves none.
   timeout -k 10 180 ip netns exec "${prefix}0" unshare --uts \
     /bin/sh -c 'hostname simhost0 && exec "$@"' sh "$mpiexec" --allow-run-as-root -np "$hosts" \
-    --hostfile "$dir/hostfile" --mca orte_tmpdir_base "$dir" --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --leave-session-attached \
+    --hostfile "$dir/hostfile" --mca orte_tmpdir_base "$dir" \
+    --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --leave-session-attached \
     --mca pml ob1 --mca btl self,tcp \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
     "${forward[@]}" /bin/bash -c "$record" "$program" "$program" &
