@@ -11,11 +11,23 @@ constexpr int kAutomatic = 0, kRing = 1;
 }  // namespace
 
 int libnbc_iallreduce_algorithm_for(int64_t bytes, int processes) {
-  // Measured with bench/mpi_allreduce_algorithms on this machine type (2 cores, Open MPI 4.1, TCP
-  // and shared memory); see the note in the header. Tiny messages are latency-bound, where the
-  // ring's 2(p-1) rounds lose to the automatic choice's log p.
+  // Measured on this machine type (2 cores, Open MPI 4.1, shared memory), best of 5, in us:
+  //
+  //   processes  bytes   blocking  libnbc auto  libnbc ring
+  //   2          4 KiB      2.7        5.9          1.8
+  //   2          1 MiB    149        222          117
+  //   2          64 MiB 56075      40192        23631
+  //   4          4 KiB     22.2       22.5         36.5
+  //   4          256 KiB  154        151          156
+  //   4          1 MiB    503        475          430
+  //   4          4 MiB   4094       3674         2767
+  //
+  // Tiny messages are latency-bound, where the ring's 2(p - 1) rounds lose to the automatic
+  // choice's log p rounds once there are more than 2 processes; from about half a megabyte the
+  // ring's bandwidth wins at every size.
   if (processes < 2) return kAutomatic;
-  return bytes >= (int64_t{4} << 10) ? kRing : kAutomatic;
+  const int64_t ring_from = processes == 2 ? int64_t{4} << 10 : int64_t{512} << 10;
+  return bytes >= ring_from ? kRing : kAutomatic;
 }
 
 AllreduceAlgorithmChooser::AllreduceAlgorithmChooser() {

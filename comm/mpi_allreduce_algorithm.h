@@ -3,8 +3,8 @@
 // Open MPI runs MPI_Iallreduce through its libnbc component, whose automatic choice (binomial
 // reduce then broadcast below 4 processes) was measured here at 1.2-1.6x the blocking
 // MPI_Allreduce for the megabyte-sized gradient buckets of data parallelism; its ring algorithm
-// was as fast as or faster than the blocking call from a few kilobytes up (bench/data_parallel,
-// and the table in the chooser's .cpp). libnbc reads its choice from a control variable on every
+// was faster than the blocking call from a few kilobytes up on 2 processes and from half a
+// megabyte on more (the table in the .cpp). libnbc reads its choice from a control variable on every
 // call, which MPI_T lets a process write, so weft picks per call by message size. Every process
 // picks alike for a given call (the size is the same everywhere), as MPI requires.
 //
