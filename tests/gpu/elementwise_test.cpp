@@ -2,6 +2,7 @@
 // with broadcasting, special values and edge sizes. The registration test also runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct OpCase {
   Values values = Values::kGeneral;
   Values second_values = Values::kGeneral;
 };
+
+// gtest prints a parameter in test listings (and CTest's names): the op is enough.
+void PrintTo(const OpCase& c, std::ostream* os) { *os << c.op; }
 
 std::vector<DType> numeric() { return {std::begin(kNumeric), std::end(kNumeric)}; }
 std::vector<DType> floating() { return {std::begin(kFloat), std::end(kFloat)}; }
