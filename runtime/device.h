@@ -31,12 +31,13 @@ class Device {
   virtual Allocator& allocator() = 0;
   // Intra-op pool for CPU kernels (the host pool for a GPU device's host-side work).
   virtual ThreadPool& pool() = 0;
-  // Copies between host memory and this device's memory; synchronous.
+  // Copies between host memory and this device's memory are synchronous; copy_on_device is
+  // queued in order with the device's kernels (on a GPU, its compute stream).
   virtual void copy_to_host(const void* src, void* dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* src, void* dst, size_t bytes) = 0;
   virtual void copy_on_device(const void* src, void* dst, size_t bytes) = 0;
-  // Opaque per-device execution context handed to kernels (a cudaStream_t on GPUs).
-  virtual void* stream() { return nullptr; }
+  // Waits for the work queued on the device (a GPU's compute stream). CUDA kernels reach their
+  // stream through cuda_context(device) (runtime/cuda/cuda_context.h).
   virtual void synchronize() {}
 
  protected:

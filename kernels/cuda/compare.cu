@@ -1,0 +1,81 @@
+// CUDA kernels of the comparisons (bool outputs) and Select, with NumPy broadcasting and the CPU
+// kernels' dtypes (kernels/cpu/math.cpp).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise_launch.cuh"
+
+namespace weft::cuda {
+
+namespace {
+
+struct EqualOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a == b; }
+};
+struct NotEqualOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a != b; }
+};
+struct LessOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a < b; }
+};
+struct LessEqualOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a <= b; }
+};
+struct GreaterOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a > b; }
+};
+struct GreaterEqualOp {
+  template <class T>
+  __device__ bool operator()(T a, T b) const { return a >= b; }
+};
+struct SelectOp {
+  template <class T>
+  __device__ T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+
+template <class Op, class T>
+void compare_kernel(KernelContext& ctx) {
+  launch_elementwise(ctx, Op{}, static_cast<bool*>(ctx.output(0).raw_data()),
+                     static_cast<const T*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()));
+}
+
+template <class T>
+void select_kernel(KernelContext& ctx) {
+  launch_elementwise(ctx, SelectOp{}, static_cast<T*>(ctx.output(0).raw_data()),
+                     static_cast<const bool*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()),
+                     static_cast<const T*>(ctx.input(2).raw_data()));
+}
+
+template <class Op>
+void register_numeric(const char* op) {
+  register_kernel(op, DeviceType::CUDA, float32, compare_kernel<Op, float>);
+  register_kernel(op, DeviceType::CUDA, float64, compare_kernel<Op, double>);
+  register_kernel(op, DeviceType::CUDA, int32, compare_kernel<Op, int32_t>);
+  register_kernel(op, DeviceType::CUDA, int64, compare_kernel<Op, int64_t>);
+}
+
+}  // namespace
+
+void register_compare_kernels() {
+  register_numeric<EqualOp>("Equal");
+  register_numeric<NotEqualOp>("NotEqual");
+  register_kernel("Equal", DeviceType::CUDA, bool_, compare_kernel<EqualOp, bool>);
+  register_kernel("NotEqual", DeviceType::CUDA, bool_, compare_kernel<NotEqualOp, bool>);
+  register_numeric<LessOp>("Less");
+  register_numeric<LessEqualOp>("LessEqual");
+  register_numeric<GreaterOp>("Greater");
+  register_numeric<GreaterEqualOp>("GreaterEqual");
+
+  register_kernel("Select", DeviceType::CUDA, float32, select_kernel<float>);
+  register_kernel("Select", DeviceType::CUDA, float64, select_kernel<double>);
+  register_kernel("Select", DeviceType::CUDA, int32, select_kernel<int32_t>);
+  register_kernel("Select", DeviceType::CUDA, int64, select_kernel<int64_t>);
+  register_kernel("Select", DeviceType::CUDA, bool_, select_kernel<bool>);
+}
+
+}  // namespace weft::cuda

@@ -1,0 +1,59 @@
+// Device-side scalar helpers shared by the CUDA elementwise kernels: the float/double math
+// functions by type, and the integer wrap-around rules of the CPU kernels (kernels/cpu/math.cpp),
+// so a GPU kernel gives the CPU kernel's answer bit for bit wherever the math is exact.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace weft::cuda {
+
+// Integer arithmetic wraps around on overflow (as on the CPU) instead of being UB: it is done in
+// the unsigned type of the same width.
+template <class T, bool = std::is_integral_v<T>>
+struct WrapType { using type = T; };
+template <class T>
+struct WrapType<T, true> { using type = std::make_unsigned_t<T>; };
+template <class T>
+using Wide = typename WrapType<T>::type;
+
+template <class T>
+__device__ __forceinline__ T dev_exp(T x) {
+  if constexpr (std::is_same_v<T, float>) return expf(x);
+  else return exp(x);
+}
+template <class T>
+__device__ __forceinline__ T dev_log(T x) {
+  if constexpr (std::is_same_v<T, float>) return logf(x);
+  else return log(x);
+}
+template <class T>
+__device__ __forceinline__ T dev_sqrt(T x) {
+  if constexpr (std::is_same_v<T, float>) return sqrtf(x);  // correctly rounded (-prec-sqrt=true)
+  else return sqrt(x);
+}
+template <class T>
+__device__ __forceinline__ T dev_tanh(T x) {
+  if constexpr (std::is_same_v<T, float>) return tanhf(x);
+  else return tanh(x);
+}
+template <class T>
+__device__ __forceinline__ T dev_fabs(T x) {
+  if constexpr (std::is_same_v<T, float>) return fabsf(x);
+  else return fabs(x);
+}
+template <class T>
+__device__ __forceinline__ T dev_pow(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return powf(a, b);
+  else return pow(a, b);
+}
+
+// Codes the checked integer kernels store in CudaContext::error_word.
+inline constexpr int32_t kErrorDivisionByZero = 1;
+inline constexpr int32_t kErrorNegativePower = 2;
+
+__device__ __forceinline__ void report_error(int32_t* word, int32_t code) { atomicExch(word, code); }
+
+}  // namespace weft::cuda

@@ -1,0 +1,165 @@
+// CUDA devices, one per visible GPU. Without a GPU (or without a driver) the list is empty and
+// everything else keeps working on the CPU.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/cuda/cuda_allocator.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/cuda_copy_engine.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft {
+
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Internal(std::string("[cuda] ") + what + " failed with cuBLAS status " + std::to_string(int(status)));
+}
+
+cudaStream_t create_compute_stream(int index) {
+  check_cuda(cudaSetDevice(index), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  // Non-blocking: the legacy default stream (used by libraries we do not control) must not
+  // serialise with weft's work.
+  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(compute)");
+  return s;
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int index)
+      : Device(local_device_name(DeviceType::CUDA, index), DeviceType::CUDA, index),
+        stream_(create_compute_stream(index)),
+        allocator_(index, stream_),
+        copies_(index, stream_) {
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    memory_bytes_ = static_cast<int64_t>(prop.totalGlobalMem);
+    cores_ = prop.multiProcessorCount;
+    model_ = prop.name;
+  }
+  // Devices live until the process ends (see local_devices), so this runs only in odd cases; it
+  // must not throw.
+  ~CudaDevice() override {
+    ignore_cuda_error(cudaSetDevice(index_));
+    if (context_) {
+      if (context_->lt) cublasLtDestroy(context_->lt);
+      if (context_->workspace) ignore_cuda_error(cudaFree(context_->workspace));
+      if (context_->error_word) ignore_cuda_error(cudaFree(context_->error_word));
+      if (context_->error_host) ignore_cuda_error(cudaFreeHost(context_->error_host));
+    }
+  }
+
+  std::string description() const override { return model_ + ", " + std::to_string(cores_) + " SMs"; }
+  Allocator& allocator() override { return allocator_; }
+  ThreadPool& pool() override { return cpu_device()->pool(); }
+  void copy_to_host(const void* src, void* dst, size_t bytes) override { copies_.to_host(src, dst, bytes); }
+  void copy_from_host(const void* src, void* dst, size_t bytes) override { copies_.from_host(src, dst, bytes); }
+  void copy_on_device(const void* src, void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+  }
+  void synchronize() override {
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(compute)");
+  }
+
+  CudaContext& context() {
+    std::call_once(context_once_, [this] { context_ = make_context(); });
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    return *context_;
+  }
+
+ private:
+  // On failure call_once rethrows and the next call tries again; a half-made context is freed.
+  std::unique_ptr<CudaContext> make_context() {
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    auto c = std::make_unique<CudaContext>();
+    c->stream = stream_;
+    c->device = index_;
+    c->sm_count = cores_;
+    struct Cleanup {  // frees what was made if a later step throws
+      CudaContext* c;
+      ~Cleanup() {
+        if (!c) return;
+        if (c->lt) cublasLtDestroy(c->lt);
+        if (c->workspace) ignore_cuda_error(cudaFree(c->workspace));
+        if (c->error_word) ignore_cuda_error(cudaFree(c->error_word));
+        if (c->error_host) ignore_cuda_error(cudaFreeHost(c->error_host));
+      }
+    } cleanup{c.get()};
+    check_cublas(cublasLtCreate(&c->lt), "cublasLtCreate");
+    // The workspace and the error word live outside the pool: they are never freed while the
+    // device is in use, and cudaMalloc'd memory needs no stream ordering.
+    check_cuda(cudaMalloc(&c->workspace, kCublasLtWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
+    c->workspace_bytes = kCublasLtWorkspaceBytes;
+    void* word = nullptr;
+    check_cuda(cudaMalloc(&word, sizeof(int32_t)), "cudaMalloc(error word)");
+    c->error_word = static_cast<int32_t*>(word);
+    check_cuda(cudaMemset(c->error_word, 0, sizeof(int32_t)), "cudaMemset(error word)");
+    void* host = nullptr;
+    check_cuda(cudaMallocHost(&host, sizeof(int32_t)), "cudaMallocHost(error word)");
+    c->error_host = static_cast<int32_t*>(host);
+    cleanup.c = nullptr;
+    return c;
+  }
+
+  cudaStream_t stream_;
+  CudaAllocator allocator_;
+  CudaCopyEngine copies_;
+  std::string model_;
+  std::once_flag context_once_;
+  std::unique_ptr<CudaContext> context_;
+};
+
+}  // namespace
+
+CudaContext& cuda_context(Device& device) {
+  auto* gpu = dynamic_cast<CudaDevice*>(&device);
+  if (!gpu) throw FailedPrecondition("[cuda] " + device.name() + " is not a CUDA device");
+  return gpu->context();
+}
+
+CudaContext& cuda_context(const KernelContext& ctx) { return cuda_context(ctx.device); }
+
+int32_t read_error_word(CudaContext& cu) {
+  check_cuda(cudaMemcpyAsync(cu.error_host, cu.error_word, sizeof(int32_t), cudaMemcpyDeviceToHost, cu.stream),
+             "read error word");
+  check_cuda(cudaStreamSynchronize(cu.stream), "cudaStreamSynchronize(compute)");
+  int32_t code = *cu.error_host;
+  if (code != 0) clear_error_word(cu);
+  return code;
+}
+
+void clear_error_word(CudaContext& cu) {
+  check_cuda(cudaMemsetAsync(cu.error_word, 0, sizeof(int32_t), cu.stream), "clear error word");
+}
+
+void check_launch(const KernelContext& ctx) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw Internal("[" + ctx.op.display + "] CUDA kernel launch failed: " + cudaGetErrorString(err));
+}
+
+std::vector<std::unique_ptr<Device>> create_cuda_devices() {
+  std::vector<std::unique_ptr<Device>> out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the "no driver" / "no device" error
+    return out;
+  }
+  for (int i = 0; i < count; ++i) out.push_back(std::make_unique<CudaDevice>(i));
+  return out;
+}
+
+bool cuda_compiled_in() { return true; }
+
+}  // namespace weft
