@@ -37,25 +37,6 @@ void share_variables(GraphIR& g, Store& store) {
   }
 }
 
-// Whether a partition is small and can never wait for another process, so that the serve loop
-// may run its steps itself: a step of tiny nodes costs less than the wake-up of a step thread,
-// which on a machine with fewer cores than threads was most of a null step's time. Anything that
-// may wait (a Recv, a collective), loop (control flow) or take long (large or unknown outputs,
-// many nodes) keeps a thread of its own, so the serve loop still answers pings and aborts.
-bool tiny_enough_to_run_inline(const GraphIR& g, const Executor& executor) {
-  constexpr int kMaxInlineNodes = 64;
-  if (executor.has_big_nodes() || executor.num_planned_nodes() > kMaxInlineNodes) return false;
-  for (int32_t id : g.node_ids()) {
-    const Node& n = g.node(id);
-    for (const auto& [key, value] : n.attrs)
-      if (std::holds_alternative<GraphAttr>(value)) return false;
-    for (int d = 0; d < kNumDeviceTypes; ++d)
-      for (int t = 0; t < kNumDTypes; ++t)
-        if (n.op->async_kernels[d][t]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {}
@@ -242,8 +223,6 @@ void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::ve
     graph->parallel |= graph->executors.back()->parallel();
   }
   graph->parallel |= graph->executors.size() > 1;
-  graph->runs_inline = graph->executors.size() == 1 && !graph->parallel &&
-                       tiny_enough_to_run_inline(graph->executors[0]->graph(), *graph->executors[0]);
   graphs_[handle] = std::move(graph);
 }
 
@@ -280,7 +259,7 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
     answer(early);
     return;
   }
-  auto run_and_answer = [this, graph, step_id, answer] {
+  post([this, graph, step_id, answer] {
     RunningStep running;
     {
       std::lock_guard lock(mu_);
@@ -298,9 +277,7 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
     }
     rt_.rendezvous().cleanup_step(step_id);
     answer(error);
-  };
-  if (graph->runs_inline) run_and_answer();
-  else post(std::move(run_and_answer));
+  });
 }
 
 void TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running) {

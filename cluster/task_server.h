@@ -43,9 +43,6 @@ class TaskServer {
     uint64_t session = 0;
     std::vector<std::unique_ptr<Executor>> executors;
     bool parallel = false;
-    // Small, and never waits for another process (no Recv, no collective, no control flow): run
-    // on the serve loop itself, saving a thread hand-off per step (see tiny_enough_to_run_inline).
-    bool runs_inline = false;
   };
   struct RunningStep {
     CancellationManager cancel;

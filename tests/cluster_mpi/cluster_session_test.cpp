@@ -162,9 +162,10 @@ TEST(Cluster, AKernelErrorOnATaskIsRaisedOnTheChiefNamingTaskAndLine) {
   }
 }
 
-// A partition with nothing to wait for (no Recv: its index is a variable of its own task) is
-// small enough to run on the task's serve loop itself: its errors take the same way to the chief.
-TEST(Cluster, AFailingStepRunOnATasksServeLoopIsRaisedOnTheChief) {
+// A partition that receives nothing (its index is a variable made from a concrete tensor, whose
+// value the chief holds and assigns on task 2 in the first run): its error reaches the chief, and
+// the session goes on.
+TEST(Cluster, AFailingPartitionWithoutFeedsIsRaisedOnTheChief) {
   Graph g;
   Tensor bad_rows, good_rows;
   {
