@@ -67,7 +67,6 @@ class MpiRendezvous::Impl {
     Tensor value;
     int outstanding = 0;
     bool failed = false;
-    std::vector<MPI_Request> started;  // a send's requests, until the progress thread adopts them
   };
   using TransferPtr = std::shared_ptr<Transfer>;
 
@@ -78,9 +77,8 @@ class MpiRendezvous::Impl {
   // Progress thread.
   void run();
   void post_header_recv();
-  bool adopt_started_sends();
-  // Issues a send's header and payload (under mu_); MPI's error code when one failed.
-  int start_send(Transfer& t);
+  bool start_queued_sends();
+  void start_send(const TransferPtr& t);
   bool test_requests();
   void on_header(const MPI_Status& status, int error);
   void on_complete(const TransferPtr& t);
@@ -111,8 +109,7 @@ class MpiRendezvous::Impl {
   // bounded window, since step ids only grow.
   std::unordered_set<int64_t> cleaned_;
   std::deque<int64_t> cleaned_order_;
-  // Sends started by their callers, whose requests the progress thread has not adopted yet.
-  std::vector<TransferPtr> queued_;
+  std::vector<TransferPtr> queued_;  // sends not started yet
   std::vector<uint32_t> next_tag_;   // per destination rank
 
   // The progress thread's own state (and the destructor's, once the thread has ended).
@@ -205,7 +202,6 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
   }
   t->header.chunk_bytes = mpi_wire::chunk_bytes_for(t->header.total_bytes, options_.max_message_bytes);
   t->value = std::move(value);
-  int rc = MPI_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) std::rethrow_exception(aborted_);
@@ -216,20 +212,9 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
     next = next >= static_cast<uint32_t>(tag_ub_) ? 1 : next + 1;
     t->header.tag = next;
     t->header_bytes = mpi_wire::encode_header(t->header);
-    if (stop_) throw FailedPrecondition(where() + "cannot send key " + key.to_string() + ": the rendezvous is shut down");
-    // Started here, on the sending thread: handing the send to the progress thread first put a
-    // thread wake-up (tens of microseconds on a busy machine) before every tensor's first byte.
-    // Under mu_, so that the progress thread is alive to adopt the requests.
-    rc = start_send(*t);
-    queued_.push_back(t);
+    queued_.push_back(std::move(t));
   }
   wake_.notify_one();
-  if (rc != MPI_SUCCESS)
-    // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
-    // error handling sees it.
-    abort_step(key.step_id, std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + key.to_string() +
-                                                                " to rank " + std::to_string(dst) + ": " +
-                                                                mpi_error_string(rc))));
 }
 
 void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done) {
@@ -248,19 +233,26 @@ void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done
 
 void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
   check_error(error, "start_abort");
+  std::vector<TransferPtr> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) aborted_ = error;
+    dropped.swap(queued_);
   }
   table_.start_abort(error);
 }
 
 void MpiRendezvous::Impl::abort_step(int64_t step_id, std::exception_ptr error) {
   check_error(error, "abort_step");
+  std::vector<TransferPtr> dropped;  // released outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_steps_.emplace(step_id, error);  // the first abort of a step wins
-    // Sends already started complete, and the peer drops them.
+    // Sends not started yet are simply not sent; started ones complete and the peer drops them.
+    auto keep = std::stable_partition(queued_.begin(), queued_.end(),
+                                      [&](const TransferPtr& t) { return t->header.key.step_id != step_id; });
+    dropped.assign(std::make_move_iterator(keep), std::make_move_iterator(queued_.end()));
+    queued_.erase(keep, queued_.end());
   }
   table_.abort_step(step_id, error);
 }
@@ -286,7 +278,7 @@ void MpiRendezvous::Impl::run() {
   ProgressPacer::shorten_timer_slack();
   ProgressPacer pacer;
   while (true) {
-    bool busy = adopt_started_sends();
+    bool busy = start_queued_sends();
     busy |= test_requests();
     // Payloads in flight need MPI's progress on this side too (a large message's handshake).
     const bool in_flight = requests_.size() > 1;
@@ -294,7 +286,7 @@ void MpiRendezvous::Impl::run() {
     if (stop_) {
       // Sends made just before the destructor still go: the destructor gives them a moment.
       lock.unlock();
-      adopt_started_sends();
+      start_queued_sends();
       return;
     }
     if (busy || !queued_.empty()) {
@@ -326,36 +318,40 @@ void MpiRendezvous::Impl::add_request(MPI_Request r, TransferPtr owner, int expe
   expected_.push_back(expected);
 }
 
-bool MpiRendezvous::Impl::adopt_started_sends() {
+bool MpiRendezvous::Impl::start_queued_sends() {
   std::vector<TransferPtr> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
     sends.swap(queued_);
   }
-  for (const TransferPtr& t : sends) {
-    for (MPI_Request r : t->started) add_request(r, t);
-    t->started.clear();
-  }
+  for (const TransferPtr& t : sends) start_send(t);
   return !sends.empty();
 }
 
-int MpiRendezvous::Impl::start_send(Transfer& t) {
+void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
+  auto fail = [&](int rc) {
+    // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
+    // error handling sees it.
+    abort_step(t->header.key.step_id,
+               std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + t->header.key.to_string() +
+                                                   " to rank " + std::to_string(t->peer) + ": " +
+                                                   mpi_error_string(rc))));
+  };
   MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPI_Isend(t.header_bytes.data(), static_cast<int>(t.header_bytes.size()), MPI_BYTE, t.peer,
+  int rc = MPI_Isend(t->header_bytes.data(), static_cast<int>(t->header_bytes.size()), MPI_BYTE, t->peer,
                      kMpiRendezvousHeaderTag, comm_, &r);
-  if (rc != MPI_SUCCESS) return rc;
-  ++t.outstanding;
-  t.started.push_back(r);
-  const uint64_t chunk = t.header.chunk_bytes;
-  auto* base = t.header.total_bytes ? static_cast<char*>(t.value.raw_data()) : nullptr;
-  for (uint64_t off = 0; off < t.header.total_bytes; off += chunk) {
-    const auto count = static_cast<int>(std::min(chunk, t.header.total_bytes - off));
-    rc = MPI_Isend(base + off, count, MPI_BYTE, t.peer, static_cast<int>(t.header.tag), comm_, &r);
-    if (rc != MPI_SUCCESS) return rc;
-    ++t.outstanding;
-    t.started.push_back(r);
+  if (rc != MPI_SUCCESS) return fail(rc);
+  ++t->outstanding;
+  add_request(r, t);
+  const uint64_t chunk = t->header.chunk_bytes;
+  auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
+  for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
+    const auto count = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
+    rc = MPI_Isend(base + off, count, MPI_BYTE, t->peer, static_cast<int>(t->header.tag), comm_, &r);
+    if (rc != MPI_SUCCESS) return fail(rc);
+    ++t->outstanding;
+    add_request(r, t);
   }
-  return MPI_SUCCESS;
 }
 
 bool MpiRendezvous::Impl::test_requests() {
