@@ -6,6 +6,7 @@
 
 #include "api/context.h"
 #include "kernels/register_all.h"
+#include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft {
@@ -49,13 +50,6 @@ Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType ker
   if (dev->type() != DeviceType::CPU && !has_kernel(op, dev->type(), kernel_dtype) && !op.has(kForwardsInput))
     dev = cpu_device();
   return dev;
-}
-
-// Whether a kernel on `dev` can read `t` where it is: on its own device, or in host memory,
-// which every CPU device (the logical ones too) shares.
-bool readable_on(const Device* dev, const Tensor& t) {
-  const Device* where = t.device_ptr();
-  return where == dev || (where->type() == DeviceType::CPU && dev->type() == DeviceType::CPU);
 }
 
 // Inputs living in another device's memory are copied to the kernel's device. Never the host

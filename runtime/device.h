@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,11 +33,18 @@ class Device {
   virtual Allocator& allocator() = 0;
   // Intra-op pool for CPU kernels (the host pool for a GPU device's host-side work).
   virtual ThreadPool& pool() = 0;
-  // Copies between host memory and this device's memory are synchronous; copy_on_device is
+  // copy_to_host returns when dst holds the bytes. copy_from_host returns once src has been read
+  // (the caller may reuse it) and is ordered before every kernel queued on the device after it:
+  // on a GPU the DMA may still be running, but the compute stream waits for it. copy_on_device is
   // queued in order with the device's kernels (on a GPU, its compute stream).
   virtual void copy_to_host(const void* src, void* dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* src, void* dst, size_t bytes) = 0;
   virtual void copy_on_device(const void* src, void* dst, size_t bytes) = 0;
+  // copy_to_host without holding the caller: `done` runs once dst holds the bytes (null) or the
+  // copy failed, exactly once, on any thread (a GPU's copy thread); both buffers stay alive until
+  // then. The default copies at once and calls done inline.
+  virtual void copy_to_host_async(const void* src, void* dst, size_t bytes,
+                                  std::function<void(std::exception_ptr)> done);
   // Waits for the work queued on the device (a GPU's compute stream). CUDA kernels reach their
   // stream through cuda_context(device) (runtime/cuda/cuda_context.h).
   virtual void synchronize() {}

@@ -1,7 +1,7 @@
 // Iterating over broadcast operands without per-element index math.
 //
 // The output shape and each input's shape are right-aligned; dims where every operand agrees on
-// "contiguous" or "broadcast" are merged, so (M, N) + (N,) becomes an outer loop of M runs over
+// "contiguous" or "broadcast" are merged (kernels/broadcast_dims.h), so (M, N) + (N,) becomes an outer loop of M runs over
 // N contiguous elements, and (M, N) + (M, 1) becomes M runs with a scalar right side. Kernels get
 // whole runs: (output offset, input offsets, run length, per-input inner stride of 0 or 1).
 #pragma once
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/broadcast_dims.h"
 #include "runtime/shape.h"
 #include "runtime/thread_pool.h"
 
@@ -20,44 +21,13 @@ struct BroadcastPlan {
   std::vector<int64_t> dims;                       // collapsed output dims, outer first
   std::array<std::vector<int64_t>, K> strides;     // per input, per collapsed dim (0 = broadcast)
   int64_t inner = 1;                               // length of the last collapsed dim
-  std::array<int64_t, K> inner_stride{};           // 0 or 1
+  std::array<int64_t, K> inner_stride{};           // 0 or 1 (either for a run of one element)
   int64_t outer = 1;                               // product of the other collapsed dims
 
   BroadcastPlan(const Shape& out, const std::array<const Shape*, K>& in) {
-    int64_t r = out.rank();
-    std::vector<int64_t> od(out.begin(), out.end());
-    std::array<std::vector<int64_t>, K> st;
-    for (int k = 0; k < K; ++k) {
-      const Shape& s = *in[k];
-      st[k].assign(r, 0);
-      int64_t stride = 1;
-      for (int64_t i = r - 1; i >= 0; --i) {
-        int64_t j = i - (r - s.rank());
-        int64_t d = j >= 0 ? s[j] : 1;
-        st[k][i] = (d == 1 && od[i] != 1) ? 0 : stride;
-        stride *= d;
-      }
-    }
-    // Merge dim i into dim i+1 (to its right) when every operand is consistent across them.
-    for (int64_t i = 0; i < r; ++i) {
-      if (od[i] == 1) continue;
-      if (!dims.empty()) {
-        bool merge = true;
-        for (int k = 0; k < K; ++k)
-          if (strides[k].back() != st[k][i] * od[i]) merge = false;
-        if (merge) {
-          dims.back() *= od[i];
-          for (int k = 0; k < K; ++k) strides[k].back() = st[k][i];
-          continue;
-        }
-      }
-      dims.push_back(od[i]);
-      for (int k = 0; k < K; ++k) strides[k].push_back(st[k][i]);
-    }
-    if (dims.empty()) {
-      dims.push_back(1);
-      for (int k = 0; k < K; ++k) strides[k].push_back(1);
-    }
+    MergedBroadcast m = merge_broadcast_dims(out, in, "broadcast");
+    dims = std::move(m.dims);
+    for (int k = 0; k < K; ++k) strides[k] = std::move(m.strides[k]);
     inner = dims.back();
     for (int k = 0; k < K; ++k) inner_stride[k] = strides[k].back();
     for (size_t i = 0; i + 1 < dims.size(); ++i) outer *= dims[i];

@@ -1,8 +1,18 @@
 // Send and Recv between devices of this process (and, through another Rendezvous, between
 // processes): Send hands its input to the step's rendezvous and never waits; Recv is an
 // asynchronous kernel that completes when the tensor arrives, holding no thread meanwhile.
-// Neither copies: on host devices the receiver gets the sender's buffer.
+//
+// Host devices never copy: the receiver gets the sender's buffer. A GPU is the exception that
+// moves bytes, always on the receiving side within a process (runtime/device_transfer.h: queued on
+// the receiving GPU's copy stream, or a download that completes the Recv when it lands), so a Send
+// never waits. Between processes the rendezvous moves host memory, so a Send on a GPU whose
+// receiver is in another task first downloads its tensor, asynchronously.
+//
+// These kernels are the same host code on every device type; they are registered for CPU and CUDA
+// here, in one place.
 #include "kernels/register_all.h"
+#include "runtime/device_name.h"
+#include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rendezvous.h"
 
@@ -22,13 +32,50 @@ void send(KernelContext& ctx) {
   step_rendezvous(ctx).send(rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id()), ctx.input(0));
 }
 
+// Whether two full device names belong to one task (one process).
+bool same_task(const std::string& a, const std::string& b) {
+  const DeviceSpec x = DeviceSpec::parse(a), y = DeviceSpec::parse(b);
+  return x.job == y.job && x.replica == y.replica && x.task == y.task;
+}
+
+// Send on a GPU: within the process the tensor is handed over as it is (the Recv copies it where
+// it needs it); to another process it goes down to host memory first, without holding a thread.
+void send_from_gpu(KernelContext& ctx, AsyncDone done) {
+  Rendezvous& r = step_rendezvous(ctx);
+  RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
+  if (same_task(key.src_device, key.dst_device)) {
+    r.send(key, ctx.input(0));
+    done(nullptr);
+    return;
+  }
+  transfer_async(ctx.input(0), *cpu_device(),
+                 [&r, key = std::move(key), done = std::move(done)](std::exception_ptr error, Tensor host) {
+                   if (!error) {
+                     try {
+                       r.send(key, std::move(host));
+                     } catch (...) {
+                       error = std::current_exception();
+                     }
+                   }
+                   done(error);
+                 });
+}
+
 void recv(KernelContext& ctx, AsyncDone done) {
   Rendezvous& r = step_rendezvous(ctx);
   Tensor* out = &ctx.output(0);
+  Device* here = &ctx.device;
   r.recv_async(rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id()),
-               [out, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
-                 if (!error) *out = std::move(value);
-                 done(std::move(error));
+               [out, here, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
+                 if (error || !value.defined() || readable_on(here, value)) {
+                   if (!error) *out = std::move(value);
+                   done(std::move(error));
+                   return;
+                 }
+                 transfer_async(std::move(value), *here, [out, done](std::exception_ptr e, Tensor moved) {
+                   if (!e) *out = std::move(moved);
+                   done(std::move(e));
+                 });
                });
 }
 
@@ -36,8 +83,11 @@ void recv(KernelContext& ctx, AsyncDone done) {
 
 void register_transfer_kernels() {
   for (int d = 0; d < kNumDTypes; ++d) {
-    register_kernel("Send", DeviceType::CPU, static_cast<DType>(d), send);
-    register_async_kernel("Recv", DeviceType::CPU, static_cast<DType>(d), recv);
+    const auto dtype = static_cast<DType>(d);
+    register_kernel("Send", DeviceType::CPU, dtype, send);
+    register_async_kernel("Recv", DeviceType::CPU, dtype, recv);
+    register_async_kernel("Send", DeviceType::CUDA, dtype, send_from_gpu);
+    register_async_kernel("Recv", DeviceType::CUDA, dtype, recv);
   }
 }
 

@@ -60,8 +60,12 @@ class CudaDevice final : public Device {
   std::string description() const override { return model_ + ", " + std::to_string(cores_) + " SMs"; }
   Allocator& allocator() override { return allocator_; }
   ThreadPool& pool() override { return cpu_device()->pool(); }
-  void copy_to_host(const void* src, void* dst, size_t bytes) override { copies_.to_host(src, dst, bytes); }
-  void copy_from_host(const void* src, void* dst, size_t bytes) override { copies_.from_host(src, dst, bytes); }
+  void copy_to_host(const void* src, void* dst, size_t bytes) override { copies_.download(src, dst, bytes); }
+  void copy_from_host(const void* src, void* dst, size_t bytes) override { copies_.upload(src, dst, bytes); }
+  void copy_to_host_async(const void* src, void* dst, size_t bytes,
+                          std::function<void(std::exception_ptr)> done) override {
+    copies_.download_async(src, dst, bytes, std::move(done));
+  }
   void copy_on_device(const void* src, void* dst, size_t bytes) override {
     if (bytes == 0) return;
     check_cuda(cudaSetDevice(index_), "cudaSetDevice");

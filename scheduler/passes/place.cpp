@@ -19,10 +19,12 @@ namespace {
 using DeviceMask = uint64_t;
 constexpr int kMaxDevices = 64;
 
-// Device types that can run the node: a Placeholder is fed, not run, and a view op's kernel is
-// optional, so both run anywhere.
+// Device types that can run the node. A Placeholder is fed, not run: the caller's tensors are in
+// host memory, so it sits on a CPU, and a consumer on a GPU gets the value through a Recv, which
+// queues the copy on the GPU's copy stream. A view op's kernel is optional: it runs anywhere.
 uint32_t kernel_types(const GraphIR& g, const Node& n) {
-  if (n.type() == "Placeholder" || n.op->has(kForwardsInput)) return (1u << kNumDeviceTypes) - 1;
+  if (n.type() == "Placeholder") return 1u << static_cast<int>(DeviceType::CPU);
+  if (n.op->has(kForwardsInput)) return (1u << kNumDeviceTypes) - 1;
   const DType dt = kernel_dtype(g, n);
   uint32_t mask = 0;
   for (int t = 0; t < kNumDeviceTypes; ++t)

@@ -1,6 +1,9 @@
 // GPU kernels against the CPU. Skipped on machines without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
+
 #include "reference.h"
 
 namespace weft {
@@ -39,6 +42,67 @@ TEST(Gpu, ReluMatchesCpu) {
   std::vector<float> got = gpu.to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], a[i] > 0 ? a[i] : 0.f) << i;
   EXPECT_EQ(got, relu(x).to_vector<float>());
+}
+
+
+// A graph placed over the CPU and the GPU: the feed sits on the CPU, the GPU's part gets it
+// through a Recv that queues the upload, the CPU's part gets the GPU's result through a Recv
+// that waits for the download, and the fetch is the CPU's answer.
+TEST(Gpu, SessionOverCpuAndGpuGivesTheCpusResults) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  Graph g;
+  Tensor x, y;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {64, 33}, "x");
+    Tensor a;
+    {
+      DeviceScope on("/gpu:0");
+      a = relu(x * 2.f) - x;  // on the GPU
+    }
+    DeviceScope on("/cpu:0");
+    y = tanh(a) + x;  // on the CPU, reading the GPU's result and the feed
+  }
+  Session sess(g);
+  const auto placement = sess.placement();
+  bool some_gpu = false;
+  for (const auto& [node, device] : placement) some_gpu |= device.find("GPU:0") != std::string::npos;
+  EXPECT_TRUE(some_gpu) << "nothing was placed on the GPU";
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> xv = ref::random_values<float>(64 * 33, 10 + step, -3, 3);
+    const Tensor xt = constant(xv, Shape{64, 33});
+    const Tensor got = sess.run({{x, xt}}, {y})[0];
+    EXPECT_EQ(got.device_ptr(), cpu_device());
+    const std::vector<float> want = (tanh(relu(xt * 2.f) - xt) + xt).to_vector<float>();
+    const std::vector<float> have = got.to_vector<float>();
+    ASSERT_EQ(have.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(have[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << i;
+  }
+}
+
+// A variable placed on the GPU is updated in place there, step after step.
+TEST(Gpu, SessionTrainsAVariableOnTheGpu) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  Graph g;
+  Tensor x, update, read;
+  std::unique_ptr<Variable> v;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {8}, "x");
+    DeviceScope on("/gpu:0");
+    v = std::make_unique<Variable>(zeros(Shape{8}), "v");
+    update = v->assign_add(x * 0.5f);
+    read = v->value();
+  }
+  Session sess(g);
+  std::vector<float> want(8, 0.f);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> xv = ref::random_values<float>(8, 20 + step, -1, 1);
+    sess.run({{x, constant(xv, Shape{8})}}, {update});
+    for (size_t i = 0; i < 8; ++i) want[i] += xv[i] * 0.5f;
+  }
+  const std::vector<float> have = sess.run({read})[0].to_vector<float>();
+  for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(have[i], want[i], 1e-6f) << i;
 }
 
 }  // namespace

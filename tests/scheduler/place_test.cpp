@@ -174,15 +174,22 @@ TEST_F(Place, AnOpWithoutAKernelAnywhereIsAnError) {
   EXPECT_TRUE(contains(msg, "node 'needs_gpu'")) << msg;
 }
 
-TEST_F(Place, PlaceholdersAndViewsRunAnywhere) {
+// A Placeholder is fed host memory, so it sits on a CPU even when everything reading it runs on a
+// GPU; a view has no kernel to need, so it stays with its GPU neighbours.
+TEST_F(Place, PlaceholdersSitOnACpuAndViewsRunAnywhere) {
   GraphIR g;
   int32_t x = placeholder(g, float32, {4}, "x");
-  int32_t r = add(g, "Reshape", {{x, 0}}, {{"shape", Shape{2, 2}}});
-  int32_t y = add(g, "PlaceTestGpuOnly", {{r, 0}});
+  int32_t a = add(g, "PlaceTestGpuOnly", {{x, 0}}, {}, "a");
+  int32_t r = add(g, "Reshape", {{a, 0}}, {{"shape", Shape{2, 2}}}, "r");
+  int32_t y = add(g, "PlaceTestGpuOnly", {{r, 0}}, {}, "y");
   g.results = {{y, 0}};
+  std::vector<PlacementDevice> cpu_and_gpu = {{kCpu0, DeviceType::CPU}, {kGpu0, DeviceType::CUDA, 1e13, 1e12}};
+  place(g, cpu_and_gpu);
+  EXPECT_EQ(g.node(x).assigned_device, kCpu0);
+  for (int32_t id : {a, r, y}) EXPECT_EQ(g.node(id).assigned_device, kGpu0) << g.node(id).name;
   std::vector<PlacementDevice> gpu_only = {{kGpu0, DeviceType::CUDA}};
-  place(g, gpu_only);
-  for (int32_t id : g.node_ids()) EXPECT_EQ(g.node(id).assigned_device, kGpu0);
+  const std::string msg = error_of([&] { place(g, gpu_only); });
+  EXPECT_TRUE(contains(msg, "Placeholder")) << msg;
 }
 
 // v's reads, assignment and in-place update, one read asking for /cpu:2.
@@ -335,7 +342,9 @@ TEST_F(Place, WorkGoesToTheFastestDevice) {
   devices[1].flops_per_second = 1e12;
   place(g, devices);
   for (int32_t id : g.node_ids())
-    if (g.node(id).type() == "MatMul") EXPECT_EQ(g.node(id).assigned_device, kCpu1) << g.node(id).name;
+    if (g.node(id).type() == "MatMul") {
+      EXPECT_EQ(g.node(id).assigned_device, kCpu1) << g.node(id).name;
+    }
 }
 
 TEST_F(Place, NeverSlowerByTheModelThanOneDevice) {

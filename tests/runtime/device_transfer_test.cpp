@@ -1,0 +1,41 @@
+// Moving tensors between devices of this process, on the CPU (tests/gpu/transfer_test.cpp covers
+// the GPU): host memory is shared, so a tensor is handed over, never copied.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/device_transfer.h"
+#include "runtime/error.h"
+
+namespace weft {
+namespace {
+
+TEST(DeviceTransfer, HostTensorsAreHandedOverInline) {
+  const std::vector<float> v = {1, 2, 3};
+  Tensor t = Tensor::from_host(float32, Shape{3}, v.data());
+  EXPECT_TRUE(readable_on(cpu_device(), t));
+  bool called = false;
+  transfer_async(t, *cpu_device(), [&](std::exception_ptr e, Tensor got) {
+    called = true;
+    EXPECT_FALSE(e);
+    EXPECT_EQ(got.raw_data(), t.raw_data());  // the same buffer
+  });
+  EXPECT_TRUE(called) << "a hand-over completes inline";
+}
+
+TEST(DeviceTransfer, DefaultAsyncCopyToHostCopiesThenCallsBack) {
+  const std::vector<int32_t> src = {5, -6, 7, 8};
+  std::vector<int32_t> dst(4, 0);
+  int calls = 0;
+  cpu_device()->copy_to_host_async(src.data(), dst.data(), sizeof(int32_t) * 4, [&](std::exception_ptr e) {
+    ++calls;
+    EXPECT_FALSE(e);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(dst, src);
+}
+
+}  // namespace
+}  // namespace weft
