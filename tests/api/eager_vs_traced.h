@@ -1,9 +1,9 @@
 // The eager-vs-traced check DESIGN.md asks of every op: the same inputs through the op eagerly
 // and through weft::function (traced with the pass pipeline, without it, and with unknown dims)
-// give bit-identical results. A single op runs the same kernel in each, so there is no
-// tolerance: any difference is a defect of tracing, of a pass or of the executor (a shape, a
-// dtype, an attribute that got lost, a constant folded differently, a reduction split another
-// way).
+// give bit-identical results, on the CPU and on every GPU present. A single op runs the same
+// kernel in each, so there is no tolerance: any difference is a defect of tracing, of a pass or of
+// the executor (a shape, a dtype, an attribute that got lost, a constant folded differently, a
+// reduction split another way).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -115,6 +115,17 @@ inline void expect_same_bits(const Tensor& want, const Tensor& got, const std::s
   }
 }
 
+// The GPUs of this process (none without CUDA or a GPU): each op's check runs on each of them too.
+inline const std::vector<std::string>& gpu_device_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const DeviceInfo& d : list_devices())
+      if (d.type == "GPU") out.push_back(d.name);
+    return out;
+  }();
+  return names;
+}
+
 // op(inputs) traced: the inputs become the function's tensor arguments (placeholders), so the op
 // is a node of the graph and not a captured constant. `graph` receives the graph it ran. With
 // `unknown_dims`, every dim of the signature is unknown (rank kept), so shapes are worked out
@@ -164,6 +175,16 @@ inline void expect_traced_equals_eager(const Op& op, const std::vector<Tensor>& 
   expect_same_bits(eager, traced, what + ", traced and optimised");
   Graph dynamic;
   expect_same_bits(eager, run_traced(op, inputs, true, &dynamic, true), what + ", traced with unknown dims");
+  // The same on every GPU: eager there and traced there run the same CUDA kernels (an op without
+  // one falls back to the CPU both ways), so the bits agree too. The CUDA kernels against the
+  // CPU's are tests/gpu's business.
+  for (const std::string& gpu : gpu_device_names()) {
+    DeviceScope on(gpu);
+    const Tensor eager_gpu = op(inputs);
+    Graph plain_gpu, optimised_gpu;
+    expect_same_bits(eager_gpu, run_traced(op, inputs, false, &plain_gpu), what + " on " + gpu + ", traced without passes");
+    expect_same_bits(eager_gpu, run_traced(op, inputs, true, &optimised_gpu), what + " on " + gpu + ", traced and optimised");
+  }
 }
 
 inline std::string describe(const std::string& op, DType d, const std::vector<Shape>& shapes) {
