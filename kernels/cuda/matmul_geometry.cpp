@@ -27,19 +27,22 @@ std::vector<GemmRun> group_runs(const std::vector<int64_t>& a_off, const std::ve
                                 int64_t c_matrix, int64_t max_count) {
   std::vector<GemmRun> runs;
   const int64_t batches = static_cast<int64_t>(a_off.size());
+  auto at = [](const std::vector<int64_t>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
   for (int64_t i = 0; i < batches;) {
     GemmRun r;
-    r.a_offset = a_off[static_cast<size_t>(i)];
-    r.b_offset = b_off[static_cast<size_t>(i)];
+    r.a_offset = at(a_off, i);
+    r.b_offset = at(b_off, i);
     r.c_offset = i * c_matrix;
     r.c_stride = c_matrix;
     int64_t j = i + 1;
     if (j < batches && max_count > 1) {
-      r.a_stride = a_off[static_cast<size_t>(j)] - r.a_offset;
-      r.b_stride = b_off[static_cast<size_t>(j)] - r.b_offset;
-      while (j < batches && j - i < max_count && a_off[static_cast<size_t>(j)] - a_off[static_cast<size_t>(j - 1)] == r.a_stride &&
-             b_off[static_cast<size_t>(j)] - b_off[static_cast<size_t>(j - 1)] == r.b_stride)
-        ++j;
+      r.a_stride = at(a_off, j) - r.a_offset;
+      r.b_stride = at(b_off, j) - r.b_offset;
+      // Only forward (or broadcast) steps: cuBLASLt documents no negative batch strides.
+      if (r.a_stride >= 0 && r.b_stride >= 0)
+        while (j < batches && j - i < max_count && at(a_off, j) - at(a_off, j - 1) == r.a_stride &&
+               at(b_off, j) - at(b_off, j - 1) == r.b_stride)
+          ++j;
     }
     r.count = j - i;
     if (r.count == 1) r.a_stride = r.b_stride = 0;

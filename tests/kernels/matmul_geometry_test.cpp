@@ -178,6 +178,13 @@ TEST(MatmulGeometry, GroupsEquallySpacedBatchesIntoRuns) {
   EXPECT_EQ(runs[0].b_stride, 20);
   EXPECT_EQ(runs[1].a_offset, 12);
   EXPECT_EQ(runs[1].c_offset, 45);
+  // A step back starts a new run instead of a negative stride.
+  const auto back = group_runs({12, 0, 12}, {0, 0, 0}, 1, 1 << 30);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].count, 1);
+  EXPECT_EQ(back[0].a_stride, 0);
+  EXPECT_EQ(back[1].count, 2);
+  EXPECT_EQ(back[1].a_stride, 12);
   // A cap on the batch count splits a run.
   const auto capped = group_runs({0, 1, 2, 3, 4}, {0, 0, 0, 0, 0}, 1, 2);
   ASSERT_EQ(capped.size(), 3u);
