@@ -4,7 +4,8 @@
 // Precision: float32 is computed in full FP32 (CUBLAS_COMPUTE_32F, never TF32), so results match
 // the CPU's within float rounding of a different summation order; float64 in FP64; float16 and
 // bfloat16 accumulate in FP32 and round once. int32/int64 (the CPU's other dtypes) go through a
-// plain CUDA kernel with the CPU's wrap-around (matmul_kernels.cu).
+// plain CUDA kernel with the CPU's wrap-around (matmul_kernels.cu), which also computes the rare
+// float product cuBLASLt's heuristic has no algorithm for.
 //
 // Host cost: the geometry is a few integer operations per call; the cuBLASLt layouts and the
 // heuristic's algorithm are cached per problem (shape, strides, alignment, epilogue, device) in a
@@ -109,6 +110,7 @@ struct Plan {
   mutable cublasLtMatrixLayoutOpaque_t a{}, b{}, c{};
   cublasLtMatmulAlgo_t algo{};
   bool with_epilogue = false;
+  bool plain = false;  // cuBLASLt offered no algorithm at all: the plain kernel computes the product
 };
 
 // The per-call matmul descriptor, initialised on the stack (cheap, and no state shared between
@@ -184,9 +186,9 @@ std::shared_ptr<const Plan> make_plan(const KernelContext& ctx, CudaContext& cu,
   init_layout(ctx, plan->c, t.data, g.lt_c, key.count, key.c_stride);
   if (find_algo(ctx, cu, key, t, *plan, key.epilogue, bias)) return plan;
   if (key.epilogue != LtEpilogue::kNone && find_algo(ctx, cu, key, t, *plan, LtEpilogue::kNone, nullptr)) return plan;
-  throw Internal("[" + ctx.op.display + "] cuBLASLt has no algorithm for a " + std::string(dtype_name(key.dtype)) +
-                 " product of " + std::to_string(key.m) + "x" + std::to_string(key.k) + " by " +
-                 std::to_string(key.k) + "x" + std::to_string(key.n) + " (" + std::to_string(key.count) + " batches)");
+  // Slow but correct, and the result the same within float rounding.
+  plan->plain = true;
+  return plan;
 }
 
 // The cache: plans are shared so that trimming it never frees one a running call holds.
@@ -235,7 +237,7 @@ void run_gemm(const KernelContext& ctx, DType dtype, const GemmGeometry& g, cons
     return;
   }
   if (dtype == DType::Int32 || dtype == DType::Int64) {
-    launch_integer_gemm(dtype, g, a, b, c, cu.stream);
+    for (const GemmRun& run : g.runs) launch_plain_gemm(dtype, g, run, a, b, c, cu.stream);
     check_launch(ctx);
     return;
   }
@@ -272,6 +274,12 @@ void run_gemm(const KernelContext& ctx, DType dtype, const GemmGeometry& g, cons
     key.align_b = alignment_of(reinterpret_cast<uintptr_t>(pb), run.b_stride * e, run.count);
     key.align_c = alignment_of(reinterpret_cast<uintptr_t>(pc), run.c_stride * e, run.count);
     std::shared_ptr<const Plan> plan = plan_cache().get(ctx, cu, key, g, bias);
+    if (plan->plain) {
+      launch_plain_gemm(dtype, g, run, a, b, c, cu.stream);
+      check_launch(ctx);
+      epilogue_done = false;
+      continue;
+    }
     const LtEpilogue used = plan->with_epilogue ? wanted : LtEpilogue::kNone;
     epilogue_done = used != LtEpilogue::kNone;
     cublasLtMatmulDescOpaque_t desc;

@@ -71,6 +71,12 @@ GemmGeometry matmul_geometry(const Shape& a, const Shape& b, const Shape& out, b
   g.k = ta ? a[ar - 2] : a[ar - 1];
   g.lda = a[ar - 1];
   g.ldb = b[br - 1];
+  if (ar == 2 && br == 2) {  // the common case, without the batch plan's allocations
+    g.runs.push_back(GemmRun{});
+    g.runs[0].c_stride = g.m * g.n;
+    set_lt_matrices(g);
+    return g;
+  }
   // The batch offsets the CPU kernel computes (kernels/cpu/linalg.cpp), through the same plan.
   Shape ob(std::span<const int64_t>(out.data(), r - 2));
   Shape ab(std::span<const int64_t>(a.data(), ar - 2));

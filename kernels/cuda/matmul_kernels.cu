@@ -1,4 +1,4 @@
-// The bias / activation epilogue and the integer GEMM of the CUDA MatMul family (see
+// The bias / activation epilogue and the plain GEMM of the CUDA MatMul family (see
 // matmul_kernels.h); the floating-point products themselves are cuBLASLt's (matmul.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,7 +30,7 @@ template <class T, class C>
 __device__ __forceinline__ T store(C x) {
   if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
   else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(x);
-  else return x;
+  else return static_cast<T>(x);
 }
 
 template <class C>
@@ -63,12 +63,17 @@ void launch_epilogue(void* c, const void* bias, int64_t total, int64_t n, Activa
                                                                    total, n, act);
 }
 
-// One thread per element of C, accumulating in the unsigned type (wraps as the CPU does).
+// One thread per element of C. Integers accumulate in the unsigned type (wrapping as the CPU does);
+// floats in float (16-bit types) or their own type.
+template <class T> struct AccumulatorOf { using type = typename ComputeOf<T>::type; };
+template <> struct AccumulatorOf<int32_t> { using type = uint32_t; };
+template <> struct AccumulatorOf<int64_t> { using type = uint64_t; };
+
 template <class T>
-__global__ void integer_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int64_t count,
-                                    int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
-                                    int64_t a_stride, int64_t b_stride, int64_t c_stride) {
-  using U = std::make_unsigned_t<T>;
+__global__ void plain_gemm_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int64_t count,
+                                  int64_t m, int64_t n, int64_t k, bool ta, bool tb, int64_t lda, int64_t ldb,
+                                  int64_t a_stride, int64_t b_stride, int64_t c_stride) {
+  using Acc = typename AccumulatorOf<T>::type;
   const int64_t total = count * m * n;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
@@ -77,26 +82,25 @@ __global__ void integer_gemm_kernel(const T* __restrict__ a, const T* __restrict
     const int64_t j = i % n;
     const T* pa = a + batch * a_stride;
     const T* pb = b + batch * b_stride;
-    U acc = 0;
+    Acc acc = 0;
     for (int64_t p = 0; p < k; ++p) {
-      const U av = static_cast<U>(ta ? pa[p * lda + r] : pa[r * lda + p]);
-      const U bv = static_cast<U>(tb ? pb[j * ldb + p] : pb[p * ldb + j]);
+      const Acc av = static_cast<Acc>(load(ta ? pa[p * lda + r] : pa[r * lda + p]));
+      const Acc bv = static_cast<Acc>(load(tb ? pb[j * ldb + p] : pb[p * ldb + j]));
       acc += av * bv;
     }
-    c[batch * c_stride + r * n + j] = static_cast<T>(acc);
+    c[batch * c_stride + r * n + j] = store<T>(acc);
   }
 }
 
 template <class T>
-void launch_integer(const GemmGeometry& g, const void* a, const void* b, void* c, cudaStream_t stream) {
-  for (const GemmRun& run : g.runs) {
-    const LaunchGeometry lg = launch_geometry(run.count * g.m * g.n);
-    if (lg.blocks == 0) continue;
-    integer_gemm_kernel<T><<<lg.blocks, lg.threads, 0, stream>>>(
-        static_cast<const T*>(a) + run.a_offset, static_cast<const T*>(b) + run.b_offset,
-        static_cast<T*>(c) + run.c_offset, run.count, g.m, g.n, g.k, g.ta, g.tb, g.lda, g.ldb, run.a_stride,
-        run.b_stride, run.c_stride);
-  }
+void launch_plain(const GemmGeometry& g, const GemmRun& run, const void* a, const void* b, void* c,
+                  cudaStream_t stream) {
+  const LaunchGeometry lg = launch_geometry(run.count * g.m * g.n);
+  if (lg.blocks == 0) return;
+  plain_gemm_kernel<T><<<lg.blocks, lg.threads, 0, stream>>>(
+      static_cast<const T*>(a) + run.a_offset, static_cast<const T*>(b) + run.b_offset,
+      static_cast<T*>(c) + run.c_offset, run.count, g.m, g.n, g.k, g.ta, g.tb, g.lda, g.ldb, run.a_stride,
+      run.b_stride, run.c_stride);
 }
 
 }  // namespace
@@ -113,12 +117,16 @@ void launch_bias_activation(DType dtype, void* c, const void* bias, int64_t rows
   }
 }
 
-void launch_integer_gemm(DType dtype, const GemmGeometry& g, const void* a, const void* b, void* c,
-                         cudaStream_t stream) {
+void launch_plain_gemm(DType dtype, const GemmGeometry& g, const GemmRun& run, const void* a, const void* b, void* c,
+                       cudaStream_t stream) {
   switch (dtype) {
-    case DType::Int32: return launch_integer<int32_t>(g, a, b, c, stream);
-    case DType::Int64: return launch_integer<int64_t>(g, a, b, c, stream);
-    default: throw Internal("[matmul] no CUDA integer GEMM for " + std::string(dtype_name(dtype)));
+    case DType::Float32: return launch_plain<float>(g, run, a, b, c, stream);
+    case DType::Float64: return launch_plain<double>(g, run, a, b, c, stream);
+    case DType::Float16: return launch_plain<__half>(g, run, a, b, c, stream);
+    case DType::BFloat16: return launch_plain<__nv_bfloat16>(g, run, a, b, c, stream);
+    case DType::Int32: return launch_plain<int32_t>(g, run, a, b, c, stream);
+    case DType::Int64: return launch_plain<int64_t>(g, run, a, b, c, stream);
+    default: throw Internal("[matmul] no CUDA GEMM for " + std::string(dtype_name(dtype)));
   }
 }
 
