@@ -8,5 +8,8 @@ void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt 
 void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum Pow ReluGrad
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
+void register_matmul_kernels();   // matmul.cpp (+ matmul_kernels.cu): MatMul FusedMatMul through cuBLASLt
+void register_random_kernels();   // random.cu: RandomUniform RandomNormal (the CPU's Philox streams)
+void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam
 
 }  // namespace weft::cuda

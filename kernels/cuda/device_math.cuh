@@ -57,3 +57,15 @@ inline constexpr int32_t kErrorNegativePower = 2;
 __device__ __forceinline__ void report_error(int32_t* word, int32_t code) { atomicExch(word, code); }
 
 }  // namespace weft::cuda
+
+namespace weft::cuda {
+
+// The CPU's sigmoid (kernels/cpu/math.cpp): exp only of a non-positive number, so no inf / inf.
+template <class T>
+__device__ __forceinline__ T dev_sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + dev_exp(-x));
+  const T e = dev_exp(x);
+  return e / (T(1) + e);
+}
+
+}  // namespace weft::cuda

@@ -8,6 +8,9 @@ void register_cuda_kernels() {
   register_binary_kernels();
   register_compare_kernels();
   register_cast_kernels();
+  register_matmul_kernels();
+  register_random_kernels();
+  register_training_kernels();
 }
 
 }  // namespace weft::cuda

@@ -55,13 +55,9 @@ struct ReluOp {  // NaN passes through
   template <class T>
   __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
-struct SigmoidOp {  // exp only of a non-positive number: no inf / inf
+struct SigmoidOp {
   template <class T>
-  __device__ T operator()(T x) const {
-    if (x >= T(0)) return T(1) / (T(1) + dev_exp(-x));
-    const T e = dev_exp(x);
-    return e / (T(1) + e);
-  }
+  __device__ T operator()(T x) const { return dev_sigmoid(x); }
 };
 struct TanhOp {
   template <class T>

@@ -1,0 +1,179 @@
+// CUDA kernels of the fused optimizer updates (kernels/cpu/training.cpp): ApplyGradientDescent,
+// ApplyMomentum (with nesterov) and ApplyAdam, float32 and float64 (the dtypes the op definitions
+// accept), updating the variable and slot buffers in place on the compute stream, in one pass.
+//
+// Bit-identical to the CPU: the same expressions in the same type and order, each multiply, add
+// and divide rounded on its own (__fmul_rn etc.: nvcc would otherwise contract a * b + c into an
+// FMA, which the CPU build never does), and sqrt and division correctly rounded on both.
+//
+// The learning rate is the "lr" attribute or, when present, the op's last input (a float64 scalar
+// computed in the graph); on the GPU that input is read by the kernel itself, so the update never
+// waits for the device.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise_geometry.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cuda {
+
+namespace {
+
+template <class T>
+__device__ __forceinline__ T mul(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return __fmul_rn(a, b);
+  else return __dmul_rn(a, b);
+}
+template <class T>
+__device__ __forceinline__ T add(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return __fadd_rn(a, b);
+  else return __dadd_rn(a, b);
+}
+template <class T>
+__device__ __forceinline__ T sub(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return __fsub_rn(a, b);
+  else return __dsub_rn(a, b);
+}
+template <class T>
+__device__ __forceinline__ T div(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return __fdiv_rn(a, b);
+  else return __ddiv_rn(a, b);
+}
+template <class T>
+__device__ __forceinline__ T root(T a) {
+  if constexpr (std::is_same_v<T, float>) return __fsqrt_rn(a);
+  else return __dsqrt_rn(a);
+}
+
+// The learning rate: the graph's float64 scalar on the device when there is one, else the host's.
+struct LearningRate {
+  const double* device = nullptr;
+  double host = 0;
+  template <class T>
+  __device__ __forceinline__ T get() const { return static_cast<T>(device ? *device : host); }
+};
+
+template <class T>
+__global__ void gradient_descent_kernel(T* __restrict__ w, const T* __restrict__ g, int64_t n, LearningRate rate) {
+  const T lr = rate.get<T>();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) w[i] = sub(w[i], mul(lr, g[i]));
+}
+
+template <class T>
+__global__ void momentum_kernel(T* __restrict__ w, T* __restrict__ acc, const T* __restrict__ g, int64_t n,
+                                LearningRate rate, T mu, bool nesterov) {
+  const T lr = rate.get<T>();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const T step = mul(lr, g[i]);
+    const T a = sub(mul(mu, acc[i]), step);  // velocity = mu * velocity - lr * g
+    acc[i] = a;
+    w[i] = add(w[i], nesterov ? sub(mul(mu, a), step) : a);
+  }
+}
+
+template <class T>
+__global__ void adam_kernel(T* __restrict__ w, T* __restrict__ m, T* __restrict__ v, const T* __restrict__ g,
+                            int64_t n, LearningRate rate, T b1, T b2, T eps) {
+  const T lr = rate.get<T>();  // already bias-corrected
+  const T one_b1 = sub(T(1), b1), one_b2 = sub(T(1), b2);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const T gi = g[i];
+    const T mi = add(mul(b1, m[i]), mul(one_b1, gi));
+    const T vi = add(mul(b2, v[i]), mul(mul(one_b2, gi), gi));  // (1 - b2) * g * g, left to right
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = sub(w[i], div(mul(lr, mi), add(root(vi), eps)));
+  }
+}
+
+LearningRate learning_rate(const KernelContext& ctx) {
+  LearningRate r;
+  if (static_cast<int>(ctx.inputs.size()) > ctx.op.min_inputs) {
+    const Tensor& t = ctx.inputs.back();
+    if (t.size() != 1) ctx.fail("the learning-rate input must be a float64 scalar, got " + t.shape().to_string());
+    if (t.device_ptr() && t.device_ptr()->type() == DeviceType::CUDA) r.device = static_cast<const double*>(t.raw_data());
+    else r.host = t.item<double>();
+  } else {
+    r.host = ctx.attrs.get<double>("lr");
+  }
+  return r;
+}
+
+// The op definitions guarantee equal shapes; a kernel given others must not write out of bounds.
+int64_t checked_size(const KernelContext& ctx, int tensors) {
+  const int64_t n = ctx.input(0).size();
+  for (int i = 1; i < tensors; ++i)
+    if (ctx.input(i).size() != n)
+      ctx.fail("input " + std::to_string(i) + " has shape " + ctx.input(i).shape().to_string() +
+               " but the variable has shape " + ctx.input(0).shape().to_string());
+  return n;
+}
+
+template <class T>
+T* writable(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());  // these ops own their inputs' buffers by contract
+}
+
+template <class T>
+void gradient_descent(KernelContext& ctx) {
+  CudaContext& cu = cuda_context(ctx);
+  const int64_t n = checked_size(ctx, 2);
+  const LearningRate lr = learning_rate(ctx);
+  const LaunchGeometry lg = launch_geometry(n);
+  if (lg.blocks == 0) return;
+  gradient_descent_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(
+      writable<T>(ctx.input(0)), static_cast<const T*>(ctx.input(1).raw_data()), n, lr);
+  check_launch(ctx);
+}
+
+template <class T>
+void momentum(KernelContext& ctx) {
+  CudaContext& cu = cuda_context(ctx);
+  const int64_t n = checked_size(ctx, 3);
+  const LearningRate lr = learning_rate(ctx);
+  const T mu = static_cast<T>(ctx.attrs.get<double>("momentum"));
+  const bool nesterov = ctx.attrs.get<bool>("nesterov");
+  const LaunchGeometry lg = launch_geometry(n);
+  if (lg.blocks == 0) return;
+  momentum_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(writable<T>(ctx.input(0)), writable<T>(ctx.input(1)),
+                                                              static_cast<const T*>(ctx.input(2).raw_data()), n, lr, mu,
+                                                              nesterov);
+  check_launch(ctx);
+}
+
+template <class T>
+void adam(KernelContext& ctx) {
+  CudaContext& cu = cuda_context(ctx);
+  const int64_t n = checked_size(ctx, 4);
+  const LearningRate lr = learning_rate(ctx);
+  const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
+  const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
+  const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
+  const LaunchGeometry lg = launch_geometry(n);
+  if (lg.blocks == 0) return;
+  adam_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(writable<T>(ctx.input(0)), writable<T>(ctx.input(1)),
+                                                          writable<T>(ctx.input(2)),
+                                                          static_cast<const T*>(ctx.input(3).raw_data()), n, lr, b1, b2,
+                                                          eps);
+  check_launch(ctx);
+}
+
+}  // namespace
+
+void register_training_kernels() {
+  register_kernel("ApplyGradientDescent", DeviceType::CUDA, float32, gradient_descent<float>);
+  register_kernel("ApplyGradientDescent", DeviceType::CUDA, float64, gradient_descent<double>);
+  register_kernel("ApplyMomentum", DeviceType::CUDA, float32, momentum<float>);
+  register_kernel("ApplyMomentum", DeviceType::CUDA, float64, momentum<double>);
+  register_kernel("ApplyAdam", DeviceType::CUDA, float32, adam<float>);
+  register_kernel("ApplyAdam", DeviceType::CUDA, float64, adam<double>);
+}
+
+}  // namespace weft::cuda
