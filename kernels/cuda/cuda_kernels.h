@@ -8,5 +8,11 @@ void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt 
 void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum Pow ReluGrad
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
+void register_transpose_kernels();  // transpose.cu: Transpose
+void register_array_kernels();      // array.cu: ConcatV2 Slice GatherV2 OneHot
+void register_pad_kernels();        // pad.cu: Pad
+void register_scatter_kernels();    // scatter.cu: UnsortedSegmentSum
+void register_creation_kernels();   // creation.cu: Fill Range BroadcastTo BroadcastLike Size
+void register_variable_kernels();   // variables.cu: Const NoOp ReadVariable(ForUpdate) Assign(Add|Sub)Variable
 
 }  // namespace weft::cuda

@@ -8,6 +8,12 @@ void register_cuda_kernels() {
   register_binary_kernels();
   register_compare_kernels();
   register_cast_kernels();
+  register_transpose_kernels();
+  register_array_kernels();
+  register_pad_kernels();
+  register_scatter_kernels();
+  register_creation_kernels();
+  register_variable_kernels();
 }
 
 }  // namespace weft::cuda
