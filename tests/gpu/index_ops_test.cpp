@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -17,6 +19,21 @@ namespace {
 
 constexpr DType kAllDTypes[] = {float16, bfloat16, float32, float64, int8, uint8, int32, int64, bool_};
 
+// `values` as an integer tensor of dtype dt (narrow types wrap, like a cast).
+Tensor integer_tensor(DType dt, const Shape& shape, const std::vector<int64_t>& values) {
+  return visit_dtype(dt, [&](auto zero) {
+    using I = decltype(zero);
+    // A plain array: std::vector<bool> (instantiated here too) has no data().
+    std::unique_ptr<I[]> typed(new I[values.size() + 1]);
+    if constexpr (std::is_integral_v<I>) {
+      for (size_t i = 0; i < values.size(); ++i) typed[i] = static_cast<I>(values[i]);
+    } else {
+      throw InvalidArgument("integer_tensor needs an integer dtype");
+    }
+    return Tensor::from_host(dt, shape, typed.get());
+  });
+}
+
 // Indices in [0, limit) (or anywhere in [-3, limit + 3) with `wild`), as int32 or int64.
 Tensor index_tensor(DType dt, const Shape& shape, int64_t limit, uint64_t seed, bool wild = false) {
   std::mt19937_64 rng(seed);
@@ -26,12 +43,7 @@ Tensor index_tensor(DType dt, const Shape& shape, int64_t limit, uint64_t seed, 
     if (wild) x = static_cast<int64_t>(rng() % static_cast<uint64_t>(limit + 6)) - 3;
     else x = limit > 0 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(limit)) : 0;
   }
-  return visit_dtype(dt, [&](auto zero) {
-    using I = decltype(zero);
-    std::vector<I> typed(v.begin(), v.end());  // narrow types wrap, like a cast
-    typed.push_back(I{});                       // never an empty vector's null data()
-    return Tensor::from_host(dt, shape, typed.data());
-  });
+  return integer_tensor(dt, shape, v);
 }
 
 // The message of the InvalidArgument `f` throws, or "" when it throws none.
@@ -90,11 +102,7 @@ TEST(CudaGather, OutOfRangeIndicesFailWithTheCpuMessage) {
     for (int64_t bad : {int64_t{5}, int64_t{-1}, int64_t{1} << 40}) {
       if (it == int32 && bad > (int64_t{1} << 31)) continue;
       std::vector<int64_t> v = {0, 4, 2, bad, 1, bad};  // the first bad one is at [1, 0]
-      Tensor indices = visit_dtype(it, [&](auto zero) {
-        using I = decltype(zero);
-        std::vector<I> typed(v.begin(), v.end());
-        return Tensor::from_host(it, Shape{2, 3}, typed.data());
-      });
+      Tensor indices = integer_tensor(it, Shape{2, 3}, v);
       const Attrs attrs{{"axis", int64_t{1}}};
       const Shape out{3, 2, 3, 2};
       const std::string cpu = failure([&] { run_on(*cpu_device(), "GatherV2", {params, indices}, float32, out, attrs); });
@@ -106,7 +114,8 @@ TEST(CudaGather, OutOfRangeIndicesFailWithTheCpuMessage) {
   }
   // Indices are checked even when the output is empty, and the error is cleared afterwards.
   Tensor empty_params = random_tensor(float32, Shape{4, 0}, 2, Values::kGeneral);
-  Tensor bad = index_tensor(int32, Shape{3}, 100, 3);
+  const std::vector<int32_t> bad_values = {1, 7, 2};
+  Tensor bad = Tensor::from_host(int32, Shape{3}, bad_values.data());
   EXPECT_NE(failure([&] { run_on(*gpu(), "GatherV2", {empty_params, bad}, float32, Shape{3, 0}); }), "");
   Tensor good = index_tensor(int64, Shape{8}, 3, 4);
   Tensor want = run_on(*cpu_device(), "GatherV2", {params, good}, float32, Shape{8, 5, 2});
