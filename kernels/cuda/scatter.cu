@@ -4,8 +4,10 @@
 // data element is added into its segment's row with an atomic add.
 //
 // Integer sums wrap and are exact, whatever the order. Float sums are added in an order the GPU
-// chooses, so they differ from the CPU's (which adds rows in increasing order) by rounding only:
-// within n * 2^-24 (float32) of the sum of the magnitudes for a segment of n rows.
+// chooses (not deterministic from run to run), so they differ from the CPU's (which adds rows in
+// increasing order) by rounding only: for an output element summing n rows, by at most
+// n * 2^-23 * sum |x| in float32 (n * 2^-52 * sum |x| in float64), as tests/gpu/index_ops_test.cpp
+// checks.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/copy_launch.cuh"
