@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "kernels/cpu/copy_util.h"
+#include "kernels/cpu/index_errors.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -119,18 +120,6 @@ void slice_kernel(KernelContext& ctx) {
   });
 }
 
-// "indices[1, 2]" for a flat position in indices of the given shape.
-std::string index_name(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.rank());
-  for (int64_t d = shape.rank() - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  std::string s = "indices[";
-  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
-}
-
 template <class I>
 void gather_typed(KernelContext& ctx) {
   const Tensor& params = ctx.input(0);
@@ -140,12 +129,8 @@ void gather_typed(KernelContext& ctx) {
   const int64_t limit = params.shape()[axis];
   const int64_t count = indices.size();
   const I* idx = static_cast<const I*>(count ? indices.raw_data() : nullptr);
-  for (int64_t j = 0; j < count; ++j) {
-    if (idx[j] < 0 || idx[j] >= limit)
-      ctx.fail(index_name(j, indices.shape()) + " = " + std::to_string(idx[j]) + " is out of range: axis " +
-               std::to_string(axis) + " of params " + params.shape().to_string() + " has size " +
-               std::to_string(limit) + ", so valid indices are in [0, " + std::to_string(limit) + ")");
-  }
+  if (const int64_t j = first_out_of_range(idx, count, limit); j >= 0)
+    ctx.fail(gather_index_message(j, indices.shape(), static_cast<int64_t>(idx[j]), axis, params.shape(), limit));
   if (out.size() == 0) return;
 
   const int64_t elem = static_cast<int64_t>(dtype_size(params.dtype()));

@@ -1,8 +1,11 @@
 // CPU kernels of the graph-only ops: constants and variable access through the executor's
-// RunContext. Values are shared, never copied, except where a write needs a private buffer.
+// RunContext. Values are shared, never copied, except where a write needs a private buffer or the
+// value must move to the node's device (variable_access.h). All but AssignAdd/SubVariable only hand
+// buffers over and serve the CUDA device too.
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/variable_access.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -10,40 +13,21 @@ namespace weft::cpu {
 
 namespace {
 
-bool exclusively_owned(const Tensor& t) {
-  const TensorImpl* impl = t.impl();
-  return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
+// The captured value, on the node's device (a copy each run where that is a GPU: the attribute
+// holds a host tensor).
+void constant(KernelContext& ctx) {
+  const Tensor& value = ctx.attrs.get<Tensor>("value");
+  ctx.output(0) = readable_on(&ctx.device, value) ? value : value.to(&ctx.device);
 }
 
-Tensor copy_of(const Tensor& t) {
-  Tensor out = Tensor::empty(t.dtype(), t.shape(), t.device_ptr());
-  if (t.nbytes()) t.device_ptr()->copy_on_device(t.raw_data(), out.raw_data(), t.nbytes());
-  return out;
+void read_variable(KernelContext& ctx) {
+  VariableState& v = initialised(ctx);
+  ctx.output(0) = placed_value(ctx, v, /*for_update=*/false);
 }
-
-VariableState& initialised(KernelContext& ctx) {
-  const std::string& name = ctx.attrs.get<std::string>("var");
-  VariableState& v = ctx.run_context().variable(name);
-  if (!v.value.defined())
-    throw FailedPrecondition("[" + ctx.op.display + "] variable '" + name +
-                             "' is read before it was initialised (run its initializer first)");
-  return v;
-}
-
-void check_same_shape(KernelContext& ctx, const VariableState& v, const Tensor& value) {
-  if (value.shape() != v.value.shape())
-    ctx.fail("variable '" + v.name + "' has shape " + v.value.shape().to_string() + ", the value has shape " +
-             value.shape().to_string());
-}
-
-void constant(KernelContext& ctx) { ctx.output(0) = ctx.attrs.get<Tensor>("value"); }
-
-void read_variable(KernelContext& ctx) { ctx.output(0) = initialised(ctx).value; }
 
 void read_variable_for_update(KernelContext& ctx) {
   VariableState& v = initialised(ctx);
-  if (!exclusively_owned(v.value)) v.value = copy_of(v.value);
-  ctx.output(0) = v.value;
+  ctx.output(0) = placed_value(ctx, v, /*for_update=*/true);
 }
 
 // A variable keeps the assigned tensor itself: every in-place writer checks exclusive ownership
@@ -52,6 +36,7 @@ void assign_variable(KernelContext& ctx) {
   const std::string& name = ctx.attrs.get<std::string>("var");
   VariableState& v = ctx.run_context().variable(name);
   if (v.value.defined()) check_same_shape(ctx, v, ctx.input(0));
+  std::lock_guard<std::mutex> lock(variable_mutex());
   v.value = ctx.input(0);
 }
 
@@ -60,8 +45,7 @@ void assign_update(KernelContext& ctx) {
   VariableState& v = initialised(ctx);
   const Tensor& delta = ctx.input(0);
   check_same_shape(ctx, v, delta);
-  if (!exclusively_owned(v.value)) v.value = copy_of(v.value);
-  T* w = v.value.data<T>();
+  T* w = placed_value(ctx, v, /*for_update=*/true).data<T>();
   const T* d = delta.data<T>();
   const int64_t n = v.value.size();
   ctx.pool().parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) {
@@ -73,13 +57,21 @@ void no_op(KernelContext&) {}
 
 }  // namespace
 
-void register_graph_kernels() {
+void register_buffer_graph_kernels(DeviceType type) {
   for (int d = 0; d < kNumDTypes; ++d) {
     const DType dt = static_cast<DType>(d);
-    register_kernel("Const", DeviceType::CPU, dt, constant);
-    register_kernel("ReadVariable", DeviceType::CPU, dt, read_variable);
-    register_kernel("ReadVariableForUpdate", DeviceType::CPU, dt, read_variable_for_update);
-    register_kernel("AssignVariable", DeviceType::CPU, dt, assign_variable);
+    register_kernel("Const", type, dt, constant);
+    register_kernel("ReadVariable", type, dt, read_variable);
+    register_kernel("ReadVariableForUpdate", type, dt, read_variable_for_update);
+    register_kernel("AssignVariable", type, dt, assign_variable);
+  }
+  register_kernel("NoOp", type, DType::Float32, no_op);
+}
+
+void register_graph_kernels() {
+  register_buffer_graph_kernels(DeviceType::CPU);
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const DType dt = static_cast<DType>(d);
     if (dt == DType::Bool) continue;
     visit_dtype(dt, [&](auto zero) {
       using T = decltype(zero);
@@ -89,7 +81,6 @@ void register_graph_kernels() {
       }
     });
   }
-  register_kernel("NoOp", DeviceType::CPU, DType::Float32, no_op);
 }
 
 }  // namespace weft::cpu

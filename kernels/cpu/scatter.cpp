@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/copy_util.h"
+#include "kernels/cpu/index_errors.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -48,18 +49,6 @@ inline void add_run(T* __restrict out, const T* __restrict in, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = wrapping_add(out[j], in[j]);
 }
 
-// "segment_ids[1, 2]" for a flat position in ids of the given shape.
-std::string id_name(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.rank());
-  for (int64_t d = shape.rank() - 1; d >= 0; --d) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  std::string s = "segment_ids[";
-  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
-}
-
 template <class T, class I>
 void segment_sum_typed(KernelContext& ctx) {
   const Tensor& data = ctx.input(0);
@@ -69,10 +58,8 @@ void segment_sum_typed(KernelContext& ctx) {
   const int64_t rows = ids_t.size();
   const I* ids = rows ? static_cast<const I*>(ids_t.raw_data()) : nullptr;
   // Checked before anything is written, so a bad id leaves no half-summed output behind.
-  for (int64_t i = 0; i < rows; ++i)
-    if (ids[i] < 0 || static_cast<int64_t>(ids[i]) >= segments)
-      ctx.fail(id_name(i, ids_t.shape()) + " = " + std::to_string(ids[i]) + " is out of range: num_segments is " +
-               std::to_string(segments) + ", so valid ids are in [0, " + std::to_string(segments) + ")");
+  if (const int64_t i = first_out_of_range(ids, rows, segments); i >= 0)
+    ctx.fail(segment_id_message(i, ids_t.shape(), static_cast<int64_t>(ids[i]), segments));
   if (out_t.size() == 0) return;
   T* out = static_cast<T*>(out_t.raw_data());
   const int64_t inner = out_t.size() / segments;

@@ -8,8 +8,10 @@
 //   - otherwise: cache-blocked 2-D tiles between the input's innermost dim (contiguous reads) and
 //     the output's innermost dim (contiguous writes), repeated over the remaining outer dims.
 #include <algorithm>
+#include <utility>
 
 #include "kernels/cpu/copy_util.h"
+#include "kernels/cuda/copy_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -22,45 +24,11 @@ struct Plan {
   std::vector<int64_t> perm;  // output dim i is input dim perm[i]
 };
 
+// The merging is shared with the CUDA kernel (kernels/cuda/copy_geometry.h, plain C++ built in
+// every configuration), so both devices see the same simplified permutation.
 Plan simplify(const Shape& in, std::vector<int64_t> perm) {
-  const int64_t r = in.rank();
-  if (perm.empty())
-    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-  for (int64_t& p : perm)
-    if (p < 0) p += r;
-
-  // Dims of size 1 decide nothing about the layout.
-  std::vector<int64_t> renumber(r, -1);
-  std::vector<int64_t> dims;
-  for (int64_t i = 0; i < r; ++i)
-    if (in[i] != 1) {
-      renumber[i] = static_cast<int64_t>(dims.size());
-      dims.push_back(in[i]);
-    }
-  std::vector<int64_t> p;
-  for (int64_t q : perm)
-    if (renumber[q] >= 0) p.push_back(renumber[q]);
-
-  // Runs of the output order that are consecutive input dims become one dim.
-  std::vector<std::pair<int64_t, int64_t>> groups;  // [first, last] input dims, in output order
-  for (int64_t q : p) {
-    if (!groups.empty() && groups.back().second + 1 == q) groups.back().second = q;
-    else groups.push_back({q, q});
-  }
-  std::vector<size_t> by_input(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) by_input[g] = g;
-  std::sort(by_input.begin(), by_input.end(),
-            [&](size_t a, size_t b) { return groups[a].first < groups[b].first; });
-  Plan plan;
-  plan.perm.resize(groups.size());
-  for (size_t k = 0; k < by_input.size(); ++k) {
-    const auto [first, last] = groups[by_input[k]];
-    int64_t size = 1;
-    for (int64_t q = first; q <= last; ++q) size *= dims[q];
-    plan.dims.push_back(size);
-    plan.perm[by_input[k]] = static_cast<int64_t>(k);
-  }
-  return plan;
+  cuda::TransposePlan p = cuda::simplify_transpose(in, std::move(perm));
+  return {std::move(p.dims), std::move(p.perm)};
 }
 
 // The input's innermost dim keeps its place: copy whole rows.

@@ -11,5 +11,11 @@ void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
 void register_matmul_kernels();   // matmul.cpp (+ matmul_kernels.cu): MatMul FusedMatMul through cuBLASLt
 void register_random_kernels();   // random.cu: RandomUniform RandomNormal (the CPU's Philox streams)
 void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam
+void register_transpose_kernels();  // transpose.cu: Transpose
+void register_array_kernels();      // array.cu: ConcatV2 Slice GatherV2 OneHot
+void register_pad_kernels();        // pad.cu: Pad
+void register_scatter_kernels();    // scatter.cu: UnsortedSegmentSum
+void register_creation_kernels();   // creation.cu: Fill Range BroadcastTo BroadcastLike Size
+void register_variable_kernels();   // variables.cu: Const NoOp ReadVariable(ForUpdate) Assign(Add|Sub)Variable
 
 }  // namespace weft::cuda

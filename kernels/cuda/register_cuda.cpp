@@ -11,6 +11,12 @@ void register_cuda_kernels() {
   register_matmul_kernels();
   register_random_kernels();
   register_training_kernels();
+  register_transpose_kernels();
+  register_array_kernels();
+  register_pad_kernels();
+  register_scatter_kernels();
+  register_creation_kernels();
+  register_variable_kernels();
 }
 
 }  // namespace weft::cuda

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "reference.h"
 
@@ -103,6 +106,22 @@ TEST(Gpu, SessionTrainsAVariableOnTheGpu) {
   }
   const std::vector<float> have = sess.run({read})[0].to_vector<float>();
   for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(have[i], want[i], 1e-6f) << i;
+// A variable requested on the GPU lives there once a traced step touches it (its value starts on
+// the CPU, where its initial value was made), and assign_add updates its buffer in place.
+TEST(Gpu, AVariableOnTheGpuIsUpdatedInPlaceByATracedStep) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  std::optional<Variable> v;
+  {
+    DeviceScope s("/gpu:0");
+    v.emplace(constant({1.f, 2.f, 3.f}), "w");
+  }
+  auto step = function([&](Tensor x) { v->assign_add(x); });
+  step(constant({1.f, 1.f, 1.f}));
+  EXPECT_NE(v->value().device().find("GPU:0"), std::string::npos) << v->value().device();
+  const void* buffer = v->value().raw_data();
+  step(constant({0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(v->value().raw_data(), buffer) << "assign_add on the GPU must write the variable's buffer in place";
+  EXPECT_EQ(v->value().to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
 }
 
 }  // namespace

@@ -1,0 +1,146 @@
+// CUDA kernels of the array ops that copy: ConcatV2, Slice, GatherV2 and OneHot, with the CPU
+// kernels' semantics (kernels/cpu/array.cpp). ConcatV2, Slice and GatherV2 move bits only and take
+// all nine dtypes; GatherV2 refuses out-of-range indices with the CPU's message (which costs a
+// synchronisation); OneHot writes float32 and ignores indices outside [0, depth) as the CPU does.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/copy_launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace weft::cuda {
+
+namespace {
+
+int64_t normalized_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// One input of a concat: `rows` rows of `width` elements, into columns [offset, offset + width)
+// of output rows `row` elements long.
+template <class W>
+__global__ void concat_piece_kernel(W* __restrict__ out, const W* __restrict__ in, int64_t n, int64_t width,
+                                    int64_t row, int64_t offset) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t r = i / width;
+    out[r * row + offset + (i - r * width)] = in[i];
+  }
+}
+
+void concat_kernel(KernelContext& ctx) {
+  const Tensor& out = ctx.output(0);
+  if (out.size() == 0) return;
+  const int64_t axis = normalized_axis(ctx.attrs.get<int64_t>("axis"), out.rank());
+  std::vector<const Shape*> shapes;
+  for (const Tensor& t : ctx.inputs) shapes.push_back(&t.shape());
+  const ConcatGeometry g = concat_geometry(shapes, axis);
+  CudaContext& cu = cuda_context(ctx);
+  visit_width(out, [&](auto w) {
+    using W = decltype(w);
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const int64_t n = g.outer * g.width[k];
+      if (n == 0) continue;
+      const W* in = in_data<W>(ctx, static_cast<int>(k));
+      if (g.outer == 1 || g.width[k] == g.row) {  // one contiguous block of the output
+        copy_on_stream(ctx, out_data<W>(ctx) + g.offset[k], in, static_cast<size_t>(n) * sizeof(W));
+        continue;
+      }
+      const LaunchGeometry lg = launch_geometry(n);
+      concat_piece_kernel<W><<<lg.blocks, lg.threads, 0, cu.stream>>>(out_data<W>(ctx), in, n, g.width[k], g.row,
+                                                                     g.offset[k]);
+      check_launch(ctx);
+    }
+  });
+}
+
+void slice_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& out = ctx.output(0);
+  if (out.size() == 0) return;
+  const StridedCopy g =
+      slice_copy(x.shape(), ctx.attrs.get<std::vector<int64_t>>("begin"), out.shape(), ctx.op.display);
+  visit_width(x, [&](auto w) {
+    using W = decltype(w);
+    if (g.rank == 1 && g.in_strides[0] == 1)  // one contiguous run
+      copy_on_stream(ctx, out_data<W>(ctx), in_data<W>(ctx, 0) + g.base, static_cast<size_t>(g.n) * sizeof(W));
+    else
+      launch_strided_copy<W>(ctx, g, out_data<W>(ctx), in_data<W>(ctx, 0));
+  });
+}
+
+// Output (outer, count, inner) from params (outer, limit, inner); the indices are already checked.
+template <class W, class I>
+__global__ void gather_kernel(W* __restrict__ out, const W* __restrict__ params, const I* __restrict__ idx, int64_t n,
+                              int64_t count, int64_t inner, int64_t limit) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t q = i / inner, e = i - q * inner;
+    const int64_t o = q / count, j = q - o * count;
+    out[i] = params[(o * limit + static_cast<int64_t>(idx[j])) * inner + e];
+  }
+}
+
+template <class I>
+void gather_typed(KernelContext& ctx) {
+  const Tensor& params = ctx.input(0);
+  const Tensor& indices = ctx.input(1);
+  const Tensor& out = ctx.output(0);
+  const int64_t axis = normalized_axis(ctx.attrs.get_or<int64_t>("axis", 0), params.rank());
+  const int64_t limit = params.shape()[axis];
+  check_ids_in_range(ctx, indices, limit, [&](int64_t j, int64_t value) {
+    return cpu::gather_index_message(j, indices.shape(), value, axis, params.shape(), limit);
+  });
+  const int64_t n = out.size();
+  if (n == 0) return;
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < params.rank(); ++d) inner *= params.shape()[d];
+  const int64_t count = indices.size();
+  CudaContext& cu = cuda_context(ctx);
+  const LaunchGeometry lg = launch_geometry(n);
+  visit_width(params, [&](auto w) {
+    using W = decltype(w);
+    gather_kernel<W, I><<<lg.blocks, lg.threads, 0, cu.stream>>>(
+        out_data<W>(ctx), in_data<W>(ctx, 0), static_cast<const I*>(indices.raw_data()), n, count, inner, limit);
+  });
+  check_launch(ctx);
+}
+
+void gather(KernelContext& ctx) {
+  if (ctx.input(1).dtype() == DType::Int64) gather_typed<int64_t>(ctx);
+  else gather_typed<int32_t>(ctx);
+}
+
+template <class I>
+__global__ void one_hot_kernel(float* __restrict__ out, const I* __restrict__ idx, int64_t n, int64_t depth) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t j = i / depth;
+    out[i] = static_cast<int64_t>(idx[j]) == i - j * depth ? 1.f : 0.f;
+  }
+}
+
+template <class I>
+void one_hot(KernelContext& ctx) {
+  const int64_t n = ctx.output(0).size();
+  if (n == 0) return;
+  CudaContext& cu = cuda_context(ctx);
+  const LaunchGeometry lg = launch_geometry(n);
+  one_hot_kernel<I><<<lg.blocks, lg.threads, 0, cu.stream>>>(out_data<float>(ctx), in_data<I>(ctx, 0), n,
+                                                             ctx.attrs.get<int64_t>("depth"));
+  check_launch(ctx);
+}
+
+}  // namespace
+
+void register_array_kernels() {
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const DType dt = static_cast<DType>(d);
+    register_kernel("ConcatV2", DeviceType::CUDA, dt, concat_kernel);
+    register_kernel("Slice", DeviceType::CUDA, dt, slice_kernel);
+    register_kernel("GatherV2", DeviceType::CUDA, dt, gather);
+  }
+  register_kernel("OneHot", DeviceType::CUDA, int8, one_hot<int8_t>);
+  register_kernel("OneHot", DeviceType::CUDA, uint8, one_hot<uint8_t>);
+  register_kernel("OneHot", DeviceType::CUDA, int32, one_hot<int32_t>);
+  register_kernel("OneHot", DeviceType::CUDA, int64, one_hot<int64_t>);
+}
+
+}  // namespace weft::cuda

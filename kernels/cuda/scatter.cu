@@ -1,0 +1,75 @@
+// CUDA kernel of UnsortedSegmentSum, with the CPU kernel's semantics (kernels/cpu/scatter.cpp) and
+// dtypes (float32, float64, int32, int64; int32 or int64 ids): bad ids are refused with the CPU's
+// message before anything is written (a synchronisation), then the output is zeroed and every
+// data element is added into its segment's row with an atomic add.
+//
+// Integer sums wrap and are exact, whatever the order. Float sums are added in an order the GPU
+// chooses (not deterministic from run to run), so they differ from the CPU's (which adds rows in
+// increasing order) by rounding only: for an output element summing n rows, by at most
+// n * 2^-23 * sum |x| in float32 (n * 2^-52 * sum |x| in float64), as tests/gpu/index_ops_test.cpp
+// checks.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/copy_launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace weft::cuda {
+
+namespace {
+
+template <class T>
+__device__ __forceinline__ void atomic_accumulate(T* where, T v) {
+  if constexpr (std::is_same_v<T, int64_t>)  // two's complement: the unsigned add wraps the same way
+    atomicAdd(reinterpret_cast<unsigned long long*>(where), static_cast<unsigned long long>(v));
+  else
+    atomicAdd(where, v);
+}
+
+// Row i of data (`inner` elements) is added into output row ids[i].
+template <class T, class I>
+__global__ void segment_sum_kernel(T* __restrict__ out, const T* __restrict__ data, const I* __restrict__ ids,
+                                   int64_t n, int64_t inner) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const int64_t row = i / inner;
+    atomic_accumulate(out + static_cast<int64_t>(ids[row]) * inner + (i - row * inner), data[i]);
+  }
+}
+
+template <class T, class I>
+void segment_sum_typed(KernelContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& ids = ctx.input(1);
+  const Tensor& out = ctx.output(0);
+  const int64_t segments = ctx.attrs.get<int64_t>("num_segments");
+  check_ids_in_range(ctx, ids, segments, [&](int64_t i, int64_t value) {
+    return cpu::segment_id_message(i, ids.shape(), value, segments);
+  });
+  if (out.size() == 0) return;
+  CudaContext& cu = cuda_context(ctx);
+  check_cuda(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), cu.stream), "unsorted_segment_sum: zero the output");
+  const int64_t n = data.size();
+  if (n == 0) return;
+  const int64_t inner = out.size() / segments;
+  const LaunchGeometry lg = launch_geometry(n);
+  segment_sum_kernel<T, I><<<lg.blocks, lg.threads, 0, cu.stream>>>(out_data<T>(ctx), in_data<T>(ctx, 0),
+                                                                   in_data<I>(ctx, 1), n, inner);
+  check_launch(ctx);
+}
+
+template <class T>
+void segment_sum(KernelContext& ctx) {
+  if (ctx.input(1).dtype() == DType::Int64) segment_sum_typed<T, int64_t>(ctx);
+  else segment_sum_typed<T, int32_t>(ctx);
+}
+
+}  // namespace
+
+void register_scatter_kernels() {
+  register_kernel("UnsortedSegmentSum", DeviceType::CUDA, float32, segment_sum<float>);
+  register_kernel("UnsortedSegmentSum", DeviceType::CUDA, float64, segment_sum<double>);
+  register_kernel("UnsortedSegmentSum", DeviceType::CUDA, int32, segment_sum<int32_t>);
+  register_kernel("UnsortedSegmentSum", DeviceType::CUDA, int64, segment_sum<int64_t>);
+}
+
+}  // namespace weft::cuda

@@ -1,0 +1,244 @@
+// The CUDA kernels of the ops driven by index tensors (GatherV2, OneHot, UnsortedSegmentSum)
+// against the CPU kernels, bad indices refused with the CPU's very message; and, without a GPU,
+// that every op of the data-movement, creation and variable families has a CUDA kernel for
+// exactly the dtypes the CPU has.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "runtime/error.h"
+
+namespace weft::gpu_test {
+namespace {
+
+constexpr DType kAllDTypes[] = {float16, bfloat16, float32, float64, int8, uint8, int32, int64, bool_};
+
+// `values` as an integer tensor of dtype dt (narrow types wrap, like a cast).
+Tensor integer_tensor(DType dt, const Shape& shape, const std::vector<int64_t>& values) {
+  return visit_dtype(dt, [&](auto zero) {
+    using I = decltype(zero);
+    // A plain array: std::vector<bool> (instantiated here too) has no data().
+    std::unique_ptr<I[]> typed(new I[values.size() + 1]);
+    if constexpr (std::is_integral_v<I>) {
+      for (size_t i = 0; i < values.size(); ++i) typed[i] = static_cast<I>(values[i]);
+    } else {
+      throw InvalidArgument("integer_tensor needs an integer dtype");
+    }
+    return Tensor::from_host(dt, shape, typed.get());
+  });
+}
+
+// Indices in [0, limit) (or anywhere in [-3, limit + 3) with `wild`), as int32 or int64.
+Tensor index_tensor(DType dt, const Shape& shape, int64_t limit, uint64_t seed, bool wild = false) {
+  std::mt19937_64 rng(seed);
+  const int64_t n = shape.num_elements();
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t& x : v) {
+    if (wild) x = static_cast<int64_t>(rng() % static_cast<uint64_t>(limit + 6)) - 3;
+    else x = limit > 0 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(limit)) : 0;
+  }
+  return integer_tensor(dt, shape, v);
+}
+
+// The message of the InvalidArgument `f` throws, or "" when it throws none.
+template <class F>
+std::string failure(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct GatherCase {
+  Shape params, indices;
+  int64_t axis;
+};
+
+Shape gathered(const Shape& params, const Shape& indices, int64_t axis) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < axis; ++i) out.push_back(params[i]);
+  for (int64_t d : indices) out.push_back(d);
+  for (int64_t i = axis + 1; i < params.rank(); ++i) out.push_back(params[i]);
+  return Shape(out);
+}
+
+TEST(CudaGather, MatchesCpuBitForBit) {
+  WEFT_REQUIRE_GPU();
+  const std::vector<GatherCase> cases = {
+      {Shape{10, 4}, Shape{6}, 0},      {Shape{3, 10, 4}, Shape{2, 3}, 1}, {Shape{3, 10}, Shape{5}, -1},
+      {Shape{10}, Shape{}, 0},          {Shape{10, 4}, Shape{0}, 0},       {Shape{5, 0}, Shape{3}, 0},
+      {Shape{0, 5}, Shape{4}, 1},       {Shape{50000, 64}, Shape{3000}, 0}, {Shape{64, 50000}, Shape{7, 9}, 1},
+  };
+  uint64_t seed = 1;
+  for (DType dt : kAllDTypes) {
+    for (DType it : {int32, int64}) {
+      for (const GatherCase& c : cases) {
+        const int64_t axis = c.axis < 0 ? c.axis + c.params.rank() : c.axis;
+        Tensor params = random_tensor(dt, c.params, seed++, Values::kAllBits);
+        Tensor indices = index_tensor(it, c.indices, c.params[axis], seed++);
+        const Shape out = gathered(c.params, c.indices, axis);
+        const Attrs attrs{{"axis", c.axis}};
+        Tensor want = run_on(*cpu_device(), "GatherV2", {params, indices}, dt, out, attrs);
+        Tensor got = run_on(*gpu(), "GatherV2", {params, indices}, dt, out, attrs);
+        ASSERT_EQ(host_bytes(want), host_bytes(got)) << dtype_name(dt) << " " << c.params.to_string() << " indices "
+                                                     << dtype_name(it) << " " << c.indices.to_string();
+      }
+    }
+  }
+}
+
+TEST(CudaGather, OutOfRangeIndicesFailWithTheCpuMessage) {
+  WEFT_REQUIRE_GPU();
+  Tensor params = random_tensor(float32, Shape{3, 5, 2}, 1, Values::kGeneral);
+  for (DType it : {int32, int64}) {
+    for (int64_t bad : {int64_t{5}, int64_t{-1}, int64_t{1} << 40}) {
+      if (it == int32 && bad > (int64_t{1} << 31)) continue;
+      std::vector<int64_t> v = {0, 4, 2, bad, 1, bad};  // the first bad one is at [1, 0]
+      Tensor indices = integer_tensor(it, Shape{2, 3}, v);
+      const Attrs attrs{{"axis", int64_t{1}}};
+      const Shape out{3, 2, 3, 2};
+      const std::string cpu = failure([&] { run_on(*cpu_device(), "GatherV2", {params, indices}, float32, out, attrs); });
+      const std::string gpu_msg = failure([&] { run_on(*gpu(), "GatherV2", {params, indices}, float32, out, attrs); });
+      ASSERT_NE(cpu, "");
+      EXPECT_NE(cpu.find("indices[1, 0] = " + std::to_string(bad)), std::string::npos) << cpu;
+      EXPECT_EQ(gpu_msg, cpu);
+    }
+  }
+  // Indices are checked even when the output is empty, and the error is cleared afterwards.
+  Tensor empty_params = random_tensor(float32, Shape{4, 0}, 2, Values::kGeneral);
+  const std::vector<int32_t> bad_values = {1, 7, 2};
+  Tensor bad = Tensor::from_host(int32, Shape{3}, bad_values.data());
+  EXPECT_NE(failure([&] { run_on(*gpu(), "GatherV2", {empty_params, bad}, float32, Shape{3, 0}); }), "");
+  Tensor good = index_tensor(int64, Shape{8}, 3, 4);
+  Tensor want = run_on(*cpu_device(), "GatherV2", {params, good}, float32, Shape{8, 5, 2});
+  EXPECT_TRUE(same_values(want, run_on(*gpu(), "GatherV2", {params, good}, float32, Shape{8, 5, 2}), 0));
+}
+
+TEST(CudaOneHot, MatchesCpuIncludingOutOfRangeIndices) {
+  WEFT_REQUIRE_GPU();
+  uint64_t seed = 50;
+  for (DType it : {int8, uint8, int32, int64}) {
+    for (const Shape& shape : {Shape{}, Shape{0}, Shape{7}, Shape{3, 4}, Shape{100000}}) {
+      for (int64_t depth : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{100}}) {
+        Tensor indices = index_tensor(it, shape, depth, seed++, /*wild=*/true);
+        std::vector<int64_t> out(shape.begin(), shape.end());
+        out.push_back(depth);
+        const Attrs attrs{{"depth", depth}};
+        Tensor want = run_on(*cpu_device(), "OneHot", {indices}, float32, Shape(out), attrs);
+        Tensor got = run_on(*gpu(), "OneHot", {indices}, float32, Shape(out), attrs);
+        ASSERT_EQ(host_bytes(want), host_bytes(got)) << dtype_name(it) << " " << shape.to_string() << " depth " << depth;
+      }
+    }
+  }
+}
+
+struct SegmentCase {
+  Shape data, ids;
+  int64_t segments;
+};
+
+TEST(CudaUnsortedSegmentSum, MatchesCpu) {
+  WEFT_REQUIRE_GPU();
+  const std::vector<SegmentCase> cases = {
+      {Shape{10, 4}, Shape{10}, 3},    {Shape{6, 2, 3}, Shape{6, 2}, 5},  {Shape{10}, Shape{10}, 20},
+      {Shape{0, 4}, Shape{0}, 3},      {Shape{5, 0}, Shape{5}, 2},        {Shape{0}, Shape{0}, 0},
+      {Shape{100000}, Shape{100000}, 7},                                  // heavy contention on few segments
+      {Shape{2000, 1500}, Shape{2000}, 300},
+  };
+  uint64_t seed = 70;
+  for (DType dt : {float32, float64, int32, int64}) {
+    for (DType it : {int32, int64}) {
+      for (const SegmentCase& c : cases) {
+        // Floats from [-10, 10] without specials: a sum of an inf and a -inf in another order
+        // would be NaN on one side only.
+        Tensor data = random_tensor(dt, c.data, seed++, is_floating(dt) ? Values::kSmallPower : Values::kGeneral);
+        Tensor ids = index_tensor(it, c.ids, c.segments, seed++);
+        std::vector<int64_t> out = {c.segments};
+        for (int64_t d = c.ids.rank(); d < c.data.rank(); ++d) out.push_back(c.data[d]);
+        const Attrs attrs{{"num_segments", c.segments}};
+        Tensor want = run_on(*cpu_device(), "UnsortedSegmentSum", {data, ids}, dt, Shape(out), attrs);
+        Tensor got = run_on(*gpu(), "UnsortedSegmentSum", {data, ids}, dt, Shape(out), attrs);
+        const std::string what = std::string(dtype_name(dt)) + " " + c.data.to_string() + " ids " +
+                                 std::string(dtype_name(it)) + " segments " + std::to_string(c.segments);
+        if (!is_floating(dt)) {
+          ASSERT_EQ(host_bytes(want), host_bytes(got)) << what;  // integer sums are exact
+          continue;
+        }
+        // Atomic adds sum in another order. Any order of n additions is within (n - 1) u of the
+        // sum of magnitudes from the exact sum (u = half an ulp), so the two differ by at most
+        // n * ulp * sum |x| for a segment of n rows.
+        const double ulp = dt == float32 ? 1.0 / (1 << 23) : 1.0 / (int64_t{1} << 52);
+        Tensor magnitudes = run_on(*cpu_device(), "UnsortedSegmentSum",
+                                   {run_on(*cpu_device(), "Abs", {data}, dt, c.data), ids}, dt, Shape(out), attrs);
+        std::vector<int64_t> rows_in(static_cast<size_t>(c.segments), 0);
+        for (int64_t j = 0; j < ids.size(); ++j) ++rows_in[static_cast<size_t>(element(ids, j))];
+        const int64_t inner = c.segments ? want.size() / c.segments : 0;
+        ASSERT_EQ(want.shape(), got.shape()) << what;
+        for (int64_t i = 0; i < want.size(); ++i) {
+          const double n = static_cast<double>(rows_in[static_cast<size_t>(i / inner)]);
+          const double bound = n * ulp * element(magnitudes, i);
+          ASSERT_LE(std::fabs(element(want, i) - element(got, i)), bound) << what << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaUnsortedSegmentSum, BadIdsFailWithTheCpuMessage) {
+  WEFT_REQUIRE_GPU();
+  Tensor data = random_tensor(int32, Shape{4, 3}, 1, Values::kGeneral);
+  for (int64_t bad : {int64_t{-2}, int64_t{3}}) {
+    std::vector<int64_t> v = {0, 2, bad, 1};
+    Tensor ids = Tensor::from_host(int64, Shape{4}, v.data());
+    const Attrs attrs{{"num_segments", int64_t{3}}};
+    const std::string cpu =
+        failure([&] { run_on(*cpu_device(), "UnsortedSegmentSum", {data, ids}, int32, Shape{3, 3}, attrs); });
+    const std::string gpu_msg = failure([&] { run_on(*gpu(), "UnsortedSegmentSum", {data, ids}, int32, Shape{3, 3}, attrs); });
+    ASSERT_NE(cpu, "");
+    EXPECT_NE(cpu.find("segment_ids[2] = " + std::to_string(bad)), std::string::npos) << cpu;
+    EXPECT_EQ(gpu_msg, cpu);
+  }
+  // num_segments 0 with rows: every id is out of range.
+  std::vector<int32_t> zero = {0};
+  Tensor one_id = Tensor::from_host(int32, Shape{1}, zero.data());
+  Tensor one_row = random_tensor(float32, Shape{1}, 2, Values::kGeneral);
+  EXPECT_NE(failure([&] {
+              run_on(*gpu(), "UnsortedSegmentSum", {one_row, one_id}, float32, Shape{0},
+                     Attrs{{"num_segments", int64_t{0}}});
+            }),
+            "");
+}
+
+// Runs without a GPU: each op has a CUDA kernel for exactly the dtypes its CPU kernel has.
+TEST(CudaKernels, DataMovementCreationAndVariableOpsRegisteredForTheCpuDtypes) {
+  if (!cuda_compiled_in()) GTEST_SKIP() << "built without CUDA";
+  register_builtin_ops();
+  for (const char* name : {"Transpose", "ConcatV2", "Slice", "GatherV2", "OneHot", "Pad", "UnsortedSegmentSum", "Fill",
+                           "Range", "BroadcastTo", "BroadcastLike", "Size", "Const", "NoOp", "ReadVariable",
+                           "ReadVariableForUpdate", "AssignVariable", "AssignAddVariable", "AssignSubVariable"}) {
+    const OpDef* op = op_registry().find(name);
+    ASSERT_NE(op, nullptr) << name;
+    int count = 0;
+    for (int d = 0; d < kNumDTypes; ++d) {
+      const DType dt = static_cast<DType>(d);
+      EXPECT_EQ(has_kernel(*op, DeviceType::CUDA, dt), has_kernel(*op, DeviceType::CPU, dt)) << name << " " << dtype_name(dt);
+      count += has_kernel(*op, DeviceType::CUDA, dt);
+    }
+    EXPECT_GT(count, 0) << name;
+  }
+  // The pure data movers take every dtype, float16 and bfloat16 included.
+  for (const char* name : {"Transpose", "ConcatV2", "Slice", "GatherV2", "Pad", "Fill", "BroadcastTo", "BroadcastLike"})
+    for (DType dt : kAllDTypes)
+      EXPECT_TRUE(has_kernel(*op_registry().find(name), DeviceType::CUDA, dt)) << name << " " << dtype_name(dt);
+}
+
+}  // namespace
+}  // namespace weft::gpu_test
