@@ -8,5 +8,6 @@ void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt 
 void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum Pow ReluGrad
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
+void register_reduce_kernels();   // reduce.cu: Sum Mean Max Min ArgMax
 
 }  // namespace weft::cuda

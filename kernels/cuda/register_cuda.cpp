@@ -8,6 +8,7 @@ void register_cuda_kernels() {
   register_binary_kernels();
   register_compare_kernels();
   register_cast_kernels();
+  register_reduce_kernels();
 }
 
 }  // namespace weft::cuda
