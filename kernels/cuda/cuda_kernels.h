@@ -9,5 +9,7 @@ void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum 
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
 void register_reduce_kernels();   // reduce.cu: Sum Mean Max Min ArgMax
+void register_softmax_kernels();  // softmax.cu: Softmax LogSoftmax SparseSoftmaxCrossEntropyWithLogits
+void register_fused_kernels();    // fused.cu: FusedElementwise
 
 }  // namespace weft::cuda

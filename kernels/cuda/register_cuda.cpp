@@ -9,6 +9,8 @@ void register_cuda_kernels() {
   register_compare_kernels();
   register_cast_kernels();
   register_reduce_kernels();
+  register_softmax_kernels();
+  register_fused_kernels();
 }
 
 }  // namespace weft::cuda
