@@ -22,8 +22,10 @@ void expect_plan_covers(const Shape& shape, const std::vector<char>& reduced) {
   ASSERT_EQ(p.out_n, out_n);
   ASSERT_EQ(p.count, count);
   if (out_n == 0 || count == 0) return;
-  if (p.contiguous) ASSERT_EQ(p.outer * p.inner, out_n);
-  if (p.contiguous) ASSERT_EQ(p.n, count);
+  if (p.contiguous) {
+    ASSERT_EQ(p.outer * p.inner, out_n);
+    ASSERT_EQ(p.n, count);
+  }
   std::vector<int64_t> seen(static_cast<size_t>(out_n * count), -1);
   const int64_t total = shape.num_elements();
   for (int64_t flat = 0; flat < total; ++flat) {
@@ -129,7 +131,9 @@ TEST(ReduceGeometry, RowLaunches) {
         EXPECT_EQ(l.warp_per_segment, l.chunk <= kWarpRowMax);
         EXPECT_GE(l.blocks, 1);
         EXPECT_LE(l.blocks, kMaxReduceBlocks);
-        if (target == 0) EXPECT_EQ(l.chunks, 1);
+        if (target == 0) {
+          EXPECT_EQ(l.chunks, 1);
+        }
       }
   const RowLaunch full = row_launch(1, int64_t{1} << 24, 528);  // a full reduction fills the GPU
   EXPECT_GE(full.chunks, 100);
@@ -152,7 +156,9 @@ TEST(ReduceGeometry, ColumnLaunches) {
           expect_chunks_cover(n, l.chunks, l.chunk);
           EXPECT_GE(l.blocks, 1);
           EXPECT_LE(l.blocks, kMaxReduceBlocks);
-          if (target == 0) EXPECT_EQ(l.chunks, 1);
+          if (target == 0) {
+            EXPECT_EQ(l.chunks, 1);
+          }
         }
   EXPECT_GT(column_launch(1, int64_t{1} << 20, 4, 528).chunks, 1);  // tall and narrow: split
 }
