@@ -6,7 +6,7 @@
 // computed in float and rounded once.
 //
 // The input is seen as [outer, n, inner] (reduce_geometry.h): inner == 1 reduces contiguous rows,
-// one warp (short rows) or one block each with warp shuffles; inner > 1 reduces columns, a block
+// one thread (rows of a few elements), one warp (short rows) or one block each with warp shuffles; inner > 1 reduces columns, a block
 // covering a tile of columns and a stripe of rows. Too little work for the GPU (a full reduction)
 // is split along n into chunks whose partials a second pass combines. Reduced dims that do not
 // merge into one group take a strided path, one warp per output element. Every combine happens in
@@ -130,6 +130,19 @@ __device__ __forceinline__ PassOut<R, kFinal> pass_result(const R& r, typename R
   else return a;
 }
 
+// Short rows (no chunks), one thread each: a warp's 32 rows are one contiguous run of memory.
+template <class R, class In, bool kFinal>
+__global__ void reduce_rows_thread_kernel(R r, const In* __restrict__ x, PassOut<R, kFinal>* __restrict__ y,
+                                          int64_t rows, int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += stride) {
+    const In* p = x + row * n;
+    typename R::Acc acc = r.identity();
+    for (int64_t j = 0; j < n; ++j) acc = r.combine(acc, load_as_acc(r, p[j], j));
+    y[row] = pass_result<R, kFinal>(r, acc);
+  }
+}
+
 // Row segments, one warp each: segment s is chunk s % chunks of row s / chunks of the dense
 // [rows, n] input; y[s] is its result (a partial unless kFinal, which needs chunks == 1).
 template <class R, class In, bool kFinal>
@@ -251,7 +264,10 @@ void launch_rows(const KernelContext& ctx, const R& r, const In* x, PassOut<R, k
                  const RowLaunch& l) {
   CudaContext& cu = cuda_context(ctx);
   const int64_t segments = rows * l.chunks;
-  if (l.warp_per_segment)
+  if (l.thread_per_segment)  // chunks == 1
+    reduce_rows_thread_kernel<R, In, kFinal><<<static_cast<unsigned>(l.blocks), kReduceThreads, 0, cu.stream>>>(
+        r, x, y, rows, n);
+  else if (l.warp_per_segment)
     reduce_rows_warp_kernel<R, In, kFinal><<<static_cast<unsigned>(l.blocks), kReduceThreads, 0, cu.stream>>>(
         r, x, y, segments, n, l.chunks, l.chunk);
   else

@@ -113,8 +113,13 @@ RowLaunch row_launch(int64_t rows, int64_t n, int64_t target_blocks) {
     l.chunk = ceil_div(n, want);
     l.chunks = ceil_div(n, l.chunk);  // no empty chunk
   }
-  l.warp_per_segment = l.chunk <= kWarpRowMax;
   const int64_t segments = rows * l.chunks;
+  if (l.chunk <= kThreadRowMax) {
+    l.thread_per_segment = true;
+    l.blocks = std::min(ceil_div(segments, kReduceThreads), kMaxReduceBlocks);
+    return l;
+  }
+  l.warp_per_segment = l.chunk <= kWarpRowMax;
   l.blocks = l.warp_per_segment ? warp_item_blocks(segments) : std::min(segments, kMaxReduceBlocks);
   return l;
 }

@@ -49,6 +49,7 @@ int64_t kept_offset(const ReducePlan& p, int64_t o);
 int64_t reduced_offset(const ReducePlan& p, int64_t k);
 
 inline constexpr int kReduceThreads = 256;       // every reduction kernel's block
+inline constexpr int64_t kThreadRowMax = 8;      // rows up to this long: one thread each
 inline constexpr int64_t kWarpRowMax = 512;      // rows up to this long: one warp each, else a block
 inline constexpr int64_t kMaxReduceBlocks = 1 << 16;  // beyond this the kernels' loops stride
 
@@ -57,6 +58,7 @@ inline constexpr int64_t kMaxReduceBlocks = 1 << 16;  // beyond this the kernels
 // the pass leaves rows * chunks partials, reduced by a second pass over [rows, chunks].
 struct RowLaunch {
   int64_t chunks = 1, chunk = 0;
+  bool thread_per_segment = false; // one thread per (unsplit) row: a warp reads 32 short rows at once
   bool warp_per_segment = false;   // one warp per segment, kReduceThreads / 32 per block
   int64_t blocks = 0;
 };

@@ -43,6 +43,8 @@ std::vector<ReduceCase> reduce_cases() {
       {Shape{5, 1, 7}, {1}, true},
       {Shape{513, 1025}, {1}},              // block per row
       {Shape{4097, 100}, {1}},              // warp per row
+      {Shape{100003, 3}, {1}},              // thread per row
+      {Shape{5000, 8}, {-1}},
       {Shape{513, 1025}, {0}},              // columns
       {Shape{1000, 3}, {0}},                // narrow columns
       {Shape{(1 << 20) + 7}, {}},           // one long row, split in chunks
@@ -226,7 +228,7 @@ TEST(CudaArgMax, MatchesCpu) {
       {Shape{1000}, 0},       {Shape{1}, 0},           {Shape{3, 4, 5}, 0},      {Shape{3, 4, 5}, 1},
       {Shape{3, 4, 5}, -1},   {Shape{513, 1025}, 1},   {Shape{513, 1025}, 0},    {Shape{4097, 100}, 1},
       {Shape{1000, 3}, 0},    {Shape{(1 << 20) + 7}, 0}, {Shape{3, 300000}, 1},  {Shape{1 << 16, 3}, 0},
-      {Shape{5, 0}, 0},       {Shape{0, 5}, 1}};
+      {Shape{5, 0}, 0},       {Shape{0, 5}, 1},        {Shape{100003, 3}, 1},    {Shape{5000, 8}, 1}};
   uint64_t seed = 5000;
   for (DType dt : kCpuDtypes) {
     for (const auto& [shape, axis] : cases) {

@@ -124,11 +124,16 @@ void expect_chunks_cover(int64_t n, int64_t chunks, int64_t chunk) {
 
 TEST(ReduceGeometry, RowLaunches) {
   for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{100}, int64_t{100000}})
-    for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{512}, int64_t{513}, int64_t{20000}, int64_t{(1 << 22) + 3}})
+    for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{9}, int64_t{31}, int64_t{512}, int64_t{513}, int64_t{20000},
+                      int64_t{(1 << 22) + 3}})
       for (int64_t target : {int64_t{0}, int64_t{528}}) {
         const RowLaunch l = row_launch(rows, n, target);
         expect_chunks_cover(n, l.chunks, l.chunk);
-        EXPECT_EQ(l.warp_per_segment, l.chunk <= kWarpRowMax);
+        EXPECT_EQ(l.thread_per_segment, l.chunk <= kThreadRowMax);
+        EXPECT_EQ(l.warp_per_segment, l.chunk > kThreadRowMax && l.chunk <= kWarpRowMax);
+        if (l.thread_per_segment) {
+          EXPECT_EQ(l.chunks, 1);
+        }
         EXPECT_GE(l.blocks, 1);
         EXPECT_LE(l.blocks, kMaxReduceBlocks);
         if (target == 0) {
