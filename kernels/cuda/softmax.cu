@@ -4,7 +4,8 @@
 // computed in float and rounded once.
 //
 // The input is [outer, n, inner] with the axis in the middle. inner == 1: one warp per row (rows
-// up to kWarpRowMax) or one block, in three sweeps: the max (NaN-sticky), the sum of exp(x - max)
+// up to kWarpRowMax) or one block (or, for a few long rows, one block per chunk of a row, see
+// softmax_split_rows), in three sweeps: the max (NaN-sticky), the sum of exp(x - max)
 // (double for float32/float64, float for the 16-bit types), then the output, recomputing the
 // exp instead of storing it (a stored exp would round a 16-bit output twice). inner > 1: one
 // thread per column, whose loads are contiguous across a warp. Each element is read before it is
@@ -110,6 +111,111 @@ __global__ void softmax_columns_kernel(const T* x, T* y, int64_t outer, int64_t 
   }
 }
 
+// Long rows, too few to fill the GPU with one block each, are cut into chunks (reduce_geometry's
+// row_launch) and normalised in three passes of one block per chunk: the chunk maxima; the
+// chunk sums of exp(x - max of the row); the outputs. Each block recombines the row's few partials
+// itself, in a fixed order, so the numerics are the one-block kernel's: the same max, the same
+// exps, a sum in another (fixed) order.
+template <class C>
+__device__ __forceinline__ C row_max_from(const C* __restrict__ part_max, int64_t row, int64_t chunks, C* scratch) {
+  C m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) m = MaxCombine<C>{}(m, part_max[row * chunks + c]);
+  return block_combine(m, MaxCombine<C>{}, scratch);
+}
+
+struct ChunkOf {
+  int64_t row, j0, len;
+  __device__ ChunkOf(int64_t segment, int64_t n, int64_t chunks, int64_t chunk) {
+    row = segment / chunks;
+    j0 = (segment % chunks) * chunk;
+    len = chunk < n - j0 ? chunk : n - j0;
+  }
+};
+
+template <class T>
+__global__ void softmax_chunk_max_kernel(const T* x, Compute<T>* __restrict__ part_max, int64_t segments, int64_t n,
+                                         int64_t chunks, int64_t chunk) {
+  using C = Compute<T>;
+  __shared__ C scratch[32];
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const ChunkOf k(seg, n, chunks, chunk);
+    const T* px = x + k.row * n + k.j0;
+    C m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < k.len; j += blockDim.x) m = MaxCombine<C>{}(m, to_compute(px[j]));
+    m = block_combine(m, MaxCombine<C>{}, scratch);
+    if (threadIdx.x == 0) part_max[seg] = m;
+  }
+}
+
+template <class T>
+__global__ void softmax_chunk_sum_kernel(const T* x, const Compute<T>* __restrict__ part_max,
+                                         ExpSum<T>* __restrict__ part_sum, int64_t segments, int64_t n, int64_t chunks,
+                                         int64_t chunk) {
+  using C = Compute<T>;
+  using S = ExpSum<T>;
+  __shared__ C max_scratch[32];
+  __shared__ S sum_scratch[32];
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const ChunkOf k(seg, n, chunks, chunk);
+    const C m = row_max_from(part_max, k.row, chunks, max_scratch);
+    const T* px = x + k.row * n + k.j0;
+    S s = 0;
+    for (int64_t j = threadIdx.x; j < k.len; j += blockDim.x) s += static_cast<S>(dev_exp(to_compute(px[j]) - m));
+    s = block_combine(s, AddCombine{}, sum_scratch);
+    if (threadIdx.x == 0) part_sum[seg] = s;
+  }
+}
+
+template <class T, bool kLog>
+__global__ void softmax_chunk_write_kernel(const T* x, T* y, const Compute<T>* __restrict__ part_max,
+                                           const ExpSum<T>* __restrict__ part_sum, int64_t segments, int64_t n,
+                                           int64_t chunks, int64_t chunk) {
+  using C = Compute<T>;
+  using S = ExpSum<T>;
+  __shared__ C max_scratch[32];
+  __shared__ S sum_scratch[32];
+  for (int64_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const ChunkOf k(seg, n, chunks, chunk);
+    const C m = row_max_from(part_max, k.row, chunks, max_scratch);
+    S s = 0;
+    for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) s += part_sum[k.row * chunks + c];
+    s = block_combine(s, AddCombine{}, sum_scratch);
+    const T* px = x + k.row * n + k.j0;
+    T* py = y + k.row * n + k.j0;
+    if constexpr (kLog) {
+      const C log_s = static_cast<C>(dev_log(s));
+      for (int64_t j = threadIdx.x; j < k.len; j += blockDim.x) py[j] = from_compute<T>((to_compute(px[j]) - m) - log_s);
+    } else {
+      const C inv = static_cast<C>(S(1) / s);
+      for (int64_t j = threadIdx.x; j < k.len; j += blockDim.x)
+        py[j] = from_compute<T>(dev_exp(to_compute(px[j]) - m) * inv);
+    }
+  }
+}
+
+template <class T, bool kLog>
+void softmax_split_rows(const KernelContext& ctx, const T* x, T* y, int64_t rows, int64_t n, const RowLaunch& l) {
+  using C = Compute<T>;
+  using S = ExpSum<T>;
+  CudaContext& cu = cuda_context(ctx);
+  const int64_t segments = rows * l.chunks;
+  // [sums][maxima]: S is at least as wide as C, so both arrays stay aligned.
+  Tensor part = Tensor::empty(uint8, Shape{segments * static_cast<int64_t>(sizeof(S) + sizeof(C))}, &ctx.device);
+  S* part_sum = static_cast<S*>(part.raw_data());
+  C* part_max = reinterpret_cast<C*>(part_sum + segments);
+  const unsigned blocks = static_cast<unsigned>(l.blocks);
+  softmax_chunk_max_kernel<T><<<blocks, kReduceThreads, 0, cu.stream>>>(x, part_max, segments, n, l.chunks, l.chunk);
+  check_launch(ctx);
+  softmax_chunk_sum_kernel<T>
+      <<<blocks, kReduceThreads, 0, cu.stream>>>(x, part_max, part_sum, segments, n, l.chunks, l.chunk);
+  check_launch(ctx);
+  softmax_chunk_write_kernel<T, kLog>
+      <<<blocks, kReduceThreads, 0, cu.stream>>>(x, y, part_max, part_sum, segments, n, l.chunks, l.chunk);
+  check_launch(ctx);
+}
+
+int64_t target_blocks(const CudaContext& cu) { return 4 * static_cast<int64_t>(cu.sm_count > 0 ? cu.sm_count : 80); }
+
 int64_t elementwise_blocks(int64_t items) {
   return std::min<int64_t>((items + kReduceThreads - 1) / kReduceThreads, kMaxReduceBlocks);
 }
@@ -134,6 +240,10 @@ void softmax_kernel(KernelContext& ctx) {
   const T* x = static_cast<const T*>(in.raw_data());
   T* y = static_cast<T*>(ctx.output(0).raw_data());
   CudaContext& cu = cuda_context(ctx);
+  if (inner == 1 && n > kWarpRowMax) {
+    const RowLaunch l = row_launch(outer, n, target_blocks(cu));
+    if (l.chunks > 1) return softmax_split_rows<T, kLog>(ctx, x, y, outer, n, l);
+  }
   if (inner > 1) {
     softmax_columns_kernel<T, kLog><<<static_cast<unsigned>(elementwise_blocks(outer * inner)), kReduceThreads, 0,
                                       cu.stream>>>(x, y, outer, n, inner);

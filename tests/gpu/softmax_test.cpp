@@ -71,7 +71,9 @@ std::vector<SoftmaxCase> softmax_cases() {
       {Shape{3, 4, 5}, 0, Values::kSmallPower},
       {Shape{4097, 100}, -1, Values::kSmallPower},   // a warp per row
       {Shape{100, 5000}, 1, Values::kSmallPower},    // a block per row
-      {Shape{2, (1 << 20) + 3}, -1, Values::kSmallPower},
+      {Shape{2, (1 << 20) + 3}, -1, Values::kSmallPower},  // few long rows: split in chunks
+      {Shape{8, 50000}, 1, Values::kSmallPower},
+      {Shape{3, 40000}, -1, Values::kGeneral},       // chunks with inf and NaN
       {Shape{64, 300, 40}, 1, Values::kSmallPower},
       {Shape{200, 7}, -1, Values::kGeneral},         // some rows hold inf or NaN, most do not
       {Shape{7, 200}, 0, Values::kGeneral},
@@ -129,7 +131,7 @@ TEST(CudaSoftmax, OutputMayAliasTheInput) {
   WEFT_REQUIRE_GPU();
   const OpDef* op = op_registry().find("Softmax");
   ASSERT_NE(op, nullptr);
-  for (const Shape& shape : {Shape{300, 100}, Shape{3, 5000}, Shape{20, 30, 40}}) {
+  for (const Shape& shape : {Shape{300, 100}, Shape{3, 5000}, Shape{20, 30, 40}, Shape{2, 100000}}) {
     const int64_t axis = shape.rank() == 3 ? 1 : -1;
     const Attrs attrs{{"axis", axis}};
     Tensor x = random_tensor(float32, shape, 7, Values::kSmallPower);
