@@ -25,6 +25,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/elementwise_geometry.h"
 #include "kernels/cuda/reduce_device.cuh"
 #include "kernels/cuda/reduce_geometry.h"
 #include "runtime/cuda/cuda_context.h"
@@ -257,8 +258,6 @@ Tensor partials(const KernelContext& ctx, int64_t count) {
   return Tensor::empty(uint8, Shape{count * static_cast<int64_t>(sizeof(Acc))}, &ctx.device);
 }
 
-int64_t target_blocks(const CudaContext& cu) { return 4 * static_cast<int64_t>(cu.sm_count > 0 ? cu.sm_count : 80); }
-
 template <class R, class In, bool kFinal>
 void launch_rows(const KernelContext& ctx, const R& r, const In* x, PassOut<R, kFinal>* y, int64_t rows, int64_t n,
                  const RowLaunch& l) {
@@ -297,7 +296,7 @@ void run_reduction(const KernelContext& ctx, const R& r, const ReducePlan& p, co
     check_launch(ctx);
     return;
   }
-  const int64_t target = target_blocks(cu);
+  const int64_t target = target_blocks(cu.sm_count);
   if (p.inner == 1) {
     const RowLaunch l = row_launch(p.outer, p.n, target);
     if (l.chunks == 1) return launch_rows<R, T, true>(ctx, r, x, y, p.outer, p.n, l);
@@ -334,8 +333,8 @@ void reduce_kernel(KernelContext& ctx, R r) {
              shape.to_string() + " gives " + std::to_string(p.out_n));
   if (p.count == 0) {
     CudaContext& cu = cuda_context(ctx);
-    const int64_t blocks = std::min<int64_t>((p.out_n + kReduceThreads - 1) / kReduceThreads, kMaxReduceBlocks);
-    fill_kernel<T><<<static_cast<unsigned>(blocks), kReduceThreads, 0, cu.stream>>>(y, p.out_n, r.empty_value());
+    const LaunchGeometry lg = launch_geometry(p.out_n);
+    fill_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(y, p.out_n, r.empty_value());
     check_launch(ctx);
     return;
   }

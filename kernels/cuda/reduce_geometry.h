@@ -80,4 +80,8 @@ ColumnLaunch column_launch(int64_t outer, int64_t n, int64_t inner, int64_t targ
 // Blocks for one warp per item, kReduceThreads / 32 warps a block, capped at kMaxReduceBlocks.
 int64_t warp_item_blocks(int64_t items);
 
+// The blocks worth having in flight on a GPU of `sm_count` SMs (a few per SM), below which long
+// rows and columns are split; a guess of 80 SMs when the count is unknown (0).
+inline int64_t target_blocks(int sm_count) { return 4 * static_cast<int64_t>(sm_count > 0 ? sm_count : 80); }
+
 }  // namespace weft::cuda

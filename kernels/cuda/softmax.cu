@@ -214,11 +214,6 @@ void softmax_split_rows(const KernelContext& ctx, const T* x, T* y, int64_t rows
   check_launch(ctx);
 }
 
-int64_t target_blocks(const CudaContext& cu) { return 4 * static_cast<int64_t>(cu.sm_count > 0 ? cu.sm_count : 80); }
-
-int64_t elementwise_blocks(int64_t items) {
-  return std::min<int64_t>((items + kReduceThreads - 1) / kReduceThreads, kMaxReduceBlocks);
-}
 
 template <class T, bool kLog>
 void softmax_kernel(KernelContext& ctx) {
@@ -241,12 +236,12 @@ void softmax_kernel(KernelContext& ctx) {
   T* y = static_cast<T*>(ctx.output(0).raw_data());
   CudaContext& cu = cuda_context(ctx);
   if (inner == 1 && n > kWarpRowMax) {
-    const RowLaunch l = row_launch(outer, n, target_blocks(cu));
+    const RowLaunch l = row_launch(outer, n, target_blocks(cu.sm_count));
     if (l.chunks > 1) return softmax_split_rows<T, kLog>(ctx, x, y, outer, n, l);
   }
   if (inner > 1) {
-    softmax_columns_kernel<T, kLog><<<static_cast<unsigned>(elementwise_blocks(outer * inner)), kReduceThreads, 0,
-                                      cu.stream>>>(x, y, outer, n, inner);
+    const LaunchGeometry lg = launch_geometry(outer * inner);
+    softmax_columns_kernel<T, kLog><<<lg.blocks, lg.threads, 0, cu.stream>>>(x, y, outer, n, inner);
   } else if (n <= kWarpRowMax) {
     softmax_rows_kernel<T, kLog, true>
         <<<static_cast<unsigned>(warp_item_blocks(outer)), kReduceThreads, 0, cu.stream>>>(x, y, outer, n);

@@ -168,6 +168,11 @@ TEST(ReduceGeometry, ColumnLaunches) {
   EXPECT_GT(column_launch(1, int64_t{1} << 20, 4, 528).chunks, 1);  // tall and narrow: split
 }
 
+TEST(ReduceGeometry, TargetBlocks) {
+  EXPECT_EQ(target_blocks(132), 528);
+  EXPECT_EQ(target_blocks(0), 320);  // unknown SM count: a guess, never 0 (0 would never split)
+}
+
 TEST(ReduceGeometry, WarpItemBlocks) {
   EXPECT_EQ(warp_item_blocks(1), 1);
   EXPECT_EQ(warp_item_blocks(8), 1);
