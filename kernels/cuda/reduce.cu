@@ -78,8 +78,9 @@ struct ExtremeReduce {
       // The lowest and highest T, from the unsigned type's bits (numeric_limits is host code).
       const T lowest = static_cast<T>(Wide<T>(1) << (8 * sizeof(T) - 1));
       return kMax ? lowest : static_cast<T>(~static_cast<Wide<T>>(lowest));
+    } else {
+      return kMax ? -INFINITY : INFINITY;  // max(-inf, x) is x for every x, -inf and NaN included
     }
-    else return kMax ? -INFINITY : INFINITY;  // max(-inf, x) is x for every x, -inf and NaN included
   }
   __device__ Acc load(T x, int64_t) const { return to_compute(x); }
   __device__ Acc combine(Acc a, Acc b) const {
