@@ -1,88 +1,19 @@
 // CUDA kernels of the binary arithmetic ops, with NumPy broadcasting and the CPU kernels'
 // semantics (kernels/cpu/math.cpp): integers wrap around, integer division floors and refuses a
-// zero divisor, integer powers refuse negative exponents, Maximum/Minimum propagate NaN.
+// zero divisor, integer powers refuse negative exponents, Maximum/Minimum propagate NaN. float16
+// and bfloat16 are computed in float and rounded once. The scalar functions are in
+// elementwise_ops.cuh (shared with FusedElementwise).
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/elementwise_ops.cuh"
 
 namespace weft::cuda {
 
 namespace {
-
-struct AddOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)); }
-};
-struct SubOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) - static_cast<Wide<T>>(b)); }
-};
-struct MulOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b)); }
-};
-struct FloatDivOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return a / b; }  // IEEE division (-prec-div=true)
-};
-// Floors like Python's //; a zero divisor reports kErrorDivisionByZero.
-struct IntDivOp {
-  int32_t* error;
-  template <class T>
-  __device__ T operator()(T a, T b) const {
-    if (b == 0) {
-      report_error(error, kErrorDivisionByZero);
-      return T(0);
-    }
-    if constexpr (std::is_signed_v<T>) {
-      if (b == -1) return static_cast<T>(-static_cast<std::make_unsigned_t<T>>(a));  // INT_MIN / -1 wraps
-      T q = a / b;
-      if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-      return q;
-    } else {
-      return a / b;
-    }
-  }
-};
-struct MaximumOp {  // NaN propagates
-  template <class T>
-  __device__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; }
-};
-struct MinimumOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return (a < b || a != a) ? a : b; }
-};
-struct FloatPowOp {
-  template <class T>
-  __device__ T operator()(T a, T b) const { return dev_pow(a, b); }
-};
-// Square-and-multiply in the unsigned type (wraps like NumPy); a negative exponent reports
-// kErrorNegativePower.
-struct IntPowOp {
-  int32_t* error;
-  template <class T>
-  __device__ T operator()(T base, T exp) const {
-    if (exp < 0) {
-      report_error(error, kErrorNegativePower);
-      return T(0);
-    }
-    using U = std::make_unsigned_t<T>;
-    U r = 1, b = static_cast<U>(base);
-    for (T e = exp; e > 0; e >>= 1) {
-      if (e & 1) r *= b;
-      b *= b;
-    }
-    return static_cast<T>(r);
-  }
-};
-struct ReluGradOp {  // (dy, x) -> dy where x > 0
-  template <class T>
-  __device__ T operator()(T dy, T x) const { return x > T(0) ? dy : T(0); }
-};
 
 template <class T>
 const T* in_ptr(const KernelContext& ctx, int i) { return static_cast<const T*>(ctx.input(i).raw_data()); }
@@ -110,17 +41,22 @@ void checked_binary_kernel(KernelContext& ctx) {
 }
 
 template <class Op>
-void register_numeric(const char* op) {
+void register_float(const char* op) {
   register_kernel(op, DeviceType::CUDA, float32, binary_kernel<Op, float>);
   register_kernel(op, DeviceType::CUDA, float64, binary_kernel<Op, double>);
+  register_kernel(op, DeviceType::CUDA, float16, binary_kernel<ViaFloat<Op>, Half>);
+  register_kernel(op, DeviceType::CUDA, bfloat16, binary_kernel<ViaFloat<Op>, BFloat16>);
+}
+template <class Op>
+void register_numeric(const char* op) {
+  register_float<Op>(op);
   register_kernel(op, DeviceType::CUDA, int32, binary_kernel<Op, int32_t>);
   register_kernel(op, DeviceType::CUDA, int64, binary_kernel<Op, int64_t>);
 }
 
 template <class FloatOp, class IntOp>
 void register_split(const char* op) {
-  register_kernel(op, DeviceType::CUDA, float32, binary_kernel<FloatOp, float>);
-  register_kernel(op, DeviceType::CUDA, float64, binary_kernel<FloatOp, double>);
+  register_float<FloatOp>(op);
   register_kernel(op, DeviceType::CUDA, int32, checked_binary_kernel<IntOp, int32_t>);
   register_kernel(op, DeviceType::CUDA, int64, checked_binary_kernel<IntOp, int64_t>);
 }
@@ -135,8 +71,7 @@ void register_binary_kernels() {
   register_numeric<MaximumOp>("Maximum");
   register_numeric<MinimumOp>("Minimum");
   register_split<FloatPowOp, IntPowOp>("Pow");
-  register_kernel("ReluGrad", DeviceType::CUDA, float32, binary_kernel<ReluGradOp, float>);
-  register_kernel("ReluGrad", DeviceType::CUDA, float64, binary_kernel<ReluGradOp, double>);
+  register_float<ReluGradOp>("ReluGrad");
 }
 
 }  // namespace weft::cuda

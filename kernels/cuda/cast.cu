@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "runtime/dtype.h"
 
@@ -19,17 +20,6 @@ __device__ __forceinline__ double to_double(T v) {
   if constexpr (std::is_same_v<T, Half>) return static_cast<double>(__half2float(__ushort_as_half(v.bits)));
   else if constexpr (std::is_same_v<T, BFloat16>) return static_cast<double>(__bfloat162float(__ushort_as_bfloat16(v.bits)));
   else return static_cast<double>(v);
-}
-
-__device__ __forceinline__ Half float_to_half_dev(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return Half{static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u)};
-  return Half{__half_as_ushort(__float2half_rn(f))};
-}
-__device__ __forceinline__ BFloat16 float_to_bfloat16_dev(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((u >> 16) | 0x40u)};
-  return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
 }
 
 // Truncate toward zero and set the last bit when anything was cut off: a later round to nearest

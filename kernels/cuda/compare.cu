@@ -1,42 +1,15 @@
 // CUDA kernels of the comparisons (bool outputs) and Select, with NumPy broadcasting and the CPU
-// kernels' dtypes (kernels/cpu/math.cpp).
+// kernels' dtypes (kernels/cpu/math.cpp), plus float16 and bfloat16 (compared as floats; Select
+// moves their bits). The scalar functions are in elementwise_ops.cuh.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "kernels/cuda/elementwise_ops.cuh"
 
 namespace weft::cuda {
 
 namespace {
-
-struct EqualOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a == b; }
-};
-struct NotEqualOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a != b; }
-};
-struct LessOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a < b; }
-};
-struct LessEqualOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a <= b; }
-};
-struct GreaterOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a > b; }
-};
-struct GreaterEqualOp {
-  template <class T>
-  __device__ bool operator()(T a, T b) const { return a >= b; }
-};
-struct SelectOp {
-  template <class T>
-  __device__ T operator()(bool c, T a, T b) const { return c ? a : b; }
-};
 
 template <class Op, class T>
 void compare_kernel(KernelContext& ctx) {
@@ -57,6 +30,8 @@ void register_numeric(const char* op) {
   register_kernel(op, DeviceType::CUDA, float64, compare_kernel<Op, double>);
   register_kernel(op, DeviceType::CUDA, int32, compare_kernel<Op, int32_t>);
   register_kernel(op, DeviceType::CUDA, int64, compare_kernel<Op, int64_t>);
+  register_kernel(op, DeviceType::CUDA, float16, compare_kernel<ViaFloat<Op>, Half>);
+  register_kernel(op, DeviceType::CUDA, bfloat16, compare_kernel<ViaFloat<Op>, BFloat16>);
 }
 
 }  // namespace
@@ -76,6 +51,8 @@ void register_compare_kernels() {
   register_kernel("Select", DeviceType::CUDA, int32, select_kernel<int32_t>);
   register_kernel("Select", DeviceType::CUDA, int64, select_kernel<int64_t>);
   register_kernel("Select", DeviceType::CUDA, bool_, select_kernel<bool>);
+  register_kernel("Select", DeviceType::CUDA, float16, select_kernel<Half>);
+  register_kernel("Select", DeviceType::CUDA, bfloat16, select_kernel<BFloat16>);
 }
 
 }  // namespace weft::cuda

@@ -17,5 +17,8 @@ void register_pad_kernels();        // pad.cu: Pad
 void register_scatter_kernels();    // scatter.cu: UnsortedSegmentSum
 void register_creation_kernels();   // creation.cu: Fill Range BroadcastTo BroadcastLike Size
 void register_variable_kernels();   // variables.cu: Const NoOp ReadVariable(ForUpdate) Assign(Add|Sub)Variable
+void register_reduce_kernels();   // reduce.cu: Sum Mean Max Min ArgMax
+void register_softmax_kernels();  // softmax.cu: Softmax LogSoftmax SparseSoftmaxCrossEntropyWithLogits
+void register_fused_kernels();    // fused.cu: FusedElementwise
 
 }  // namespace weft::cuda

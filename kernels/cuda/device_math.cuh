@@ -53,6 +53,7 @@ __device__ __forceinline__ T dev_pow(T a, T b) {
 // Codes the checked integer kernels store in CudaContext::error_word.
 inline constexpr int32_t kErrorDivisionByZero = 1;
 inline constexpr int32_t kErrorNegativePower = 2;
+inline constexpr int32_t kErrorLabelOutOfRange = 3;  // softmax.cu: a class label outside [0, classes)
 
 __device__ __forceinline__ void report_error(int32_t* word, int32_t code) { atomicExch(word, code); }
 

@@ -17,6 +17,9 @@ void register_cuda_kernels() {
   register_scatter_kernels();
   register_creation_kernels();
   register_variable_kernels();
+  register_reduce_kernels();
+  register_softmax_kernels();
+  register_fused_kernels();
 }
 
 }  // namespace weft::cuda

@@ -123,7 +123,8 @@ TEST_P(CudaElementwise, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Ops, CudaElementwise, ::testing::ValuesIn(op_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return std::string(info.param.op); });
 
-// Runs without a GPU: what the CPU registers for these ops, CUDA registers too, and nothing more.
+// Runs without a GPU: what the CPU registers for these ops, CUDA registers too, plus float16 and
+// bfloat16 for every one of them, and nothing more.
 TEST(CudaKernels, RegisteredForTheCpuDtypes) {
   if (!cuda_compiled_in()) GTEST_SKIP() << "built without CUDA";
   register_builtin_ops();
@@ -134,10 +135,61 @@ TEST(CudaKernels, RegisteredForTheCpuDtypes) {
     ASSERT_NE(op, nullptr) << c.op;
     for (int d = 0; d < kNumDTypes; ++d) {
       const DType dt = static_cast<DType>(d);
-      EXPECT_EQ(has_kernel(*op, DeviceType::CUDA, dt), has_kernel(*op, DeviceType::CPU, dt))
+      const bool sixteen = dt == float16 || dt == bfloat16;
+      EXPECT_EQ(has_kernel(*op, DeviceType::CUDA, dt), sixteen || has_kernel(*op, DeviceType::CPU, dt))
           << c.op << " " << dtype_name(dt);
     }
     for (DType dt : c.dtypes) EXPECT_TRUE(has_kernel(*op, DeviceType::CUDA, dt)) << c.op << " " << dtype_name(dt);
+  }
+}
+
+Tensor cast_on_cpu(const Tensor& x, DType to) {
+  return run_on(*cpu_device(), "Cast", {x}, to, x.shape(), Attrs{{"dtype", to}});
+}
+
+// float16 / bfloat16 against the CPU's float32 kernel on the same values, rounded to 16 bits. The
+// GPU computes in float and rounds once, so where the float result is exact or correctly rounded
+// (everything but exp, log, tanh, sigmoid and pow) the answers are the same bits; otherwise the
+// float results differ by a few ulp, which can move the 16-bit rounding by one ulp (2^-10 of the
+// value for float16, 2^-7 for bfloat16; twice for safety).
+TEST_P(CudaElementwise, SixteenBitMatchesRoundedFloat32) {
+  WEFT_REQUIRE_GPU();
+  const OpCase& c = GetParam();
+  uint64_t seed = 7000;
+  for (DType dt : {float16, bfloat16}) {
+    const double rel = c.rel_tolerance == 0 ? 0 : dt == float16 ? 1.0 / (1 << 9) : 1.0 / (1 << 6);
+    std::vector<std::vector<Shape>> shape_sets;
+    if (c.arity == 1) {
+      for (const Shape& s : unary_shapes()) shape_sets.push_back({s});
+    } else {
+      for (const auto& [a, b] : binary_shapes()) {
+        if (a.num_elements() > (1 << 20)) continue;
+        if (c.arity == 2) shape_sets.push_back({a, b});
+        else shape_sets.push_back({b, a, broadcast(a, b)});
+      }
+    }
+    for (const std::vector<Shape>& shapes : shape_sets) {
+      std::vector<Tensor> ins16, ins32;
+      Shape out_shape = shapes[0];
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        out_shape = broadcast(out_shape, shapes[k]);
+        if (c.arity == 3 && k == 0) {
+          Tensor cond = random_tensor(bool_, shapes[k], seed++, Values::kGeneral);
+          ins16.push_back(cond);
+          ins32.push_back(cond);
+          continue;
+        }
+        Tensor x16 = cast_on_cpu(random_tensor(float32, shapes[k], seed++, k == 1 ? c.second_values : c.values), dt);
+        ins16.push_back(x16);
+        ins32.push_back(cast_on_cpu(x16, float32));
+      }
+      std::string what = std::string(c.op) + " " + std::string(dtype_name(dt));
+      for (const Shape& s : shapes) what += " " + s.to_string();
+      Tensor want = run_on(*cpu_device(), c.op, ins32, c.bool_output ? bool_ : float32, out_shape);
+      if (!c.bool_output) want = cast_on_cpu(want, dt);
+      Tensor got = run_on(*gpu(), c.op, ins16, c.bool_output ? bool_ : dt, out_shape);
+      ASSERT_TRUE(same_values(want, got, rel)) << what;
+    }
   }
 }
 

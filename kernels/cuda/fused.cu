@@ -1,0 +1,188 @@
+// CUDA kernel of FusedElementwise (kernels/defs/fused.h), float32 and float64 as on the CPU
+// (kernels/cpu/fused.cpp). One launch: each thread takes output elements, loads every input at
+// its broadcast offset, runs the program in registers and stores the output register. Every
+// opcode calls the functor of the CUDA kernel of its op (elementwise_ops.cuh), so a fused program
+// gives the bits the separate CUDA ops give.
+//
+// The program and the inputs' geometry go to the GPU in one small buffer, copied on the stream
+// (any number of inputs; a kernel argument would bound it); the program is then staged in shared
+// memory per block. Inputs with the output's element count are read at the output's index, as on
+// the CPU, one-element inputs at 0, and the others through their own merged broadcast strides.
+// Each output element is written by the thread that read the inputs' elements at that index,
+// after reading them, so the output may alias an input of its shape.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/elementwise_geometry.h"
+#include "kernels/cuda/elementwise_ops.cuh"
+#include "kernels/defs/fused.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cuda {
+
+namespace {
+
+using fused::Instr;
+
+enum InputKind : int32_t { kFull = 0, kScalar = 1, kBroadcast = 2 };
+
+struct FusedInput {
+  const void* data;
+  int32_t kind;
+  int32_t rank;                          // kBroadcast: merged dims of the output, strides of this input
+  int64_t dims[kMaxElementwiseRank];
+  int64_t strides[kMaxElementwiseRank];
+};
+
+// One opcode on one value (b is ignored by the unary ones), through the separate kernels' functors.
+template <class T>
+__device__ __forceinline__ T apply(int32_t op, T a, T b) {
+  switch (op) {
+    case fused::kNeg: return NegOp{}(a);
+    case fused::kAbs: return AbsOp{}(a);
+    case fused::kSign: return SignOp{}(a);
+    case fused::kSquare: return SquareOp{}(a);
+    case fused::kExp: return ExpOp{}(a);
+    case fused::kLog: return LogOp{}(a);
+    case fused::kSqrt: return SqrtOp{}(a);
+    case fused::kRsqrt: return RsqrtOp{}(a);
+    case fused::kRelu: return ReluOp{}(a);
+    case fused::kSigmoid: return SigmoidOp{}(a);
+    case fused::kTanh: return TanhOp{}(a);
+    case fused::kAdd: return AddOp{}(a, b);
+    case fused::kSub: return SubOp{}(a, b);
+    case fused::kMul: return MulOp{}(a, b);
+    case fused::kDiv: return FloatDivOp{}(a, b);
+    case fused::kMaximum: return MaximumOp{}(a, b);
+    case fused::kMinimum: return MinimumOp{}(a, b);
+    default: return a;  // unreachable: decode_program checked every opcode
+  }
+}
+
+// Index is uint32_t when the output has fewer than 2^31 elements (cheaper division), else int64_t;
+// kRegs bounds the program's registers (the register file is a local array).
+template <class T, int kRegs, class Index>
+__global__ void fused_elementwise_kernel(const Instr* __restrict__ program, int count,
+                                         const FusedInput* __restrict__ inputs, int num_inputs, int output, T* out,
+                                         int64_t n) {
+  __shared__ Instr code[fused::kMaxInstructions];
+  for (int k = threadIdx.x; k < count; k += blockDim.x) code[k] = program[k];
+  __syncthreads();
+  const Index total = static_cast<Index>(n);
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    T reg[kRegs];
+    for (int q = 0; q < num_inputs; ++q) {
+      const FusedInput& in = inputs[q];
+      Index off = 0;
+      if (in.kind == kFull) {
+        off = i;
+      } else if (in.kind == kBroadcast) {
+        Index rem = i;
+        for (int d = in.rank - 1; d >= 0; --d) {
+          const Index dim = static_cast<Index>(in.dims[d]);
+          off += (rem % dim) * static_cast<Index>(in.strides[d]);
+          rem /= dim;
+        }
+      }
+      reg[q] = static_cast<const T*>(in.data)[off];
+    }
+    for (int k = 0; k < count; ++k) {
+      const Instr c = code[k];
+      reg[c.dst] = apply<T>(c.op, reg[c.a], c.b >= 0 ? reg[c.b] : T(0));
+    }
+    out[i] = reg[output];
+  }
+}
+
+template <class T, int kRegs>
+void launch(const KernelContext& ctx, const Instr* program, int count, const FusedInput* inputs, int num_inputs,
+            int output, T* out, int64_t n) {
+  CudaContext& cu = cuda_context(ctx);
+  const LaunchGeometry lg = launch_geometry(n);
+  if (n <= std::numeric_limits<int32_t>::max())
+    fused_elementwise_kernel<T, kRegs, uint32_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(program, count, inputs,
+                                                                                          num_inputs, output, out, n);
+  else
+    fused_elementwise_kernel<T, kRegs, int64_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(program, count, inputs,
+                                                                                         num_inputs, output, out, n);
+  check_launch(ctx);
+}
+
+template <class T>
+void fused_kernel(KernelContext& ctx) {
+  Tensor& out_t = ctx.output(0);
+  const int64_t n = out_t.size();
+  if (n == 0) return;
+  const auto& program = ctx.attrs.get<std::vector<int64_t>>("program");
+  const int64_t num_registers = ctx.attrs.get<int64_t>("num_registers");
+  const int64_t output = ctx.attrs.get<int64_t>("output");
+  const int num_inputs = static_cast<int>(ctx.inputs.size());
+  Instr code[fused::kMaxInstructions];
+  std::string error;
+  const int count = fused::decode_program(program, num_inputs, num_registers, output, code, &error);
+  if (count < 0) ctx.fail(error);
+
+  const Shape& out_shape = out_t.shape();
+  std::vector<FusedInput> inputs(static_cast<size_t>(num_inputs));
+  for (int q = 0; q < num_inputs; ++q) {
+    const Tensor& in = ctx.input(q);
+    FusedInput& f = inputs[q];
+    std::memset(&f, 0, sizeof f);
+    f.data = in.raw_data();
+    const int64_t size = in.size();
+    f.kind = size == n ? kFull : size == 1 ? kScalar : kBroadcast;
+    if (f.kind != kBroadcast) continue;
+    const Shape& s = in.shape();
+    bool fits = s.rank() <= out_shape.rank();
+    for (int64_t d = 0; fits && d < s.rank(); ++d) {
+      const int64_t od = out_shape[out_shape.rank() - s.rank() + d];
+      fits = s[d] == od || s[d] == 1;
+    }
+    if (!fits)
+      ctx.fail("input " + std::to_string(q) + " of shape " + s.to_string() + " does not broadcast to the output shape " +
+               out_shape.to_string());
+    const BroadcastStrides g = broadcast_strides(out_shape, {&s}, ctx.op.display);
+    f.rank = g.rank;
+    for (int d = 0; d < g.rank; ++d) {
+      f.dims[d] = g.dims[d];
+      f.strides[d] = g.strides[0][d];
+    }
+  }
+
+  // [program][inputs] in one device buffer; FusedInput's 8-byte alignment holds after 16-byte Instrs.
+  const size_t program_bytes = sizeof(Instr) * static_cast<size_t>(count);
+  const size_t bytes = program_bytes + sizeof(FusedInput) * inputs.size();
+  std::vector<unsigned char> host(bytes);
+  std::memcpy(host.data(), code, program_bytes);
+  std::memcpy(host.data() + program_bytes, inputs.data(), sizeof(FusedInput) * inputs.size());
+  Tensor table = Tensor::empty(uint8, Shape{static_cast<int64_t>(bytes)}, &ctx.device);
+  CudaContext& cu = cuda_context(ctx);
+  // From pageable memory this returns once `host` has been read; the copy is ordered on the stream.
+  check_cuda(cudaMemcpyAsync(table.raw_data(), host.data(), bytes, cudaMemcpyHostToDevice, cu.stream),
+             "copying a fused program to the GPU");
+  const auto* d_program = static_cast<const Instr*>(table.raw_data());
+  const auto* d_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(table.raw_data()) +
+                                                             program_bytes);
+  T* out = static_cast<T*>(out_t.raw_data());
+  const int out_reg = static_cast<int>(output);
+  if (num_registers <= 8) launch<T, 8>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
+  else if (num_registers <= 32) launch<T, 32>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
+  else launch<T, fused::kMaxRegisters>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
+}
+
+}  // namespace
+
+void register_fused_kernels() {
+  register_kernel("FusedElementwise", DeviceType::CUDA, float32, fused_kernel<float>);
+  register_kernel("FusedElementwise", DeviceType::CUDA, float64, fused_kernel<double>);
+}
+
+}  // namespace weft::cuda
