@@ -106,6 +106,8 @@ TEST(Gpu, SessionTrainsAVariableOnTheGpu) {
   }
   const std::vector<float> have = sess.run({read})[0].to_vector<float>();
   for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(have[i], want[i], 1e-6f) << i;
+}
+
 // A variable requested on the GPU lives there once a traced step touches it (its value starts on
 // the CPU, where its initial value was made), and assign_add updates its buffer in place.
 TEST(Gpu, AVariableOnTheGpuIsUpdatedInPlaceByATracedStep) {
