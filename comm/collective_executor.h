@@ -71,6 +71,7 @@ struct CollectiveParams {
   int root = 0;                                               // broadcast: the member whose value all get
   DType dtype = DType::Float32;                               // broadcast, non-root members: what they get
   Shape shape;
+  std::string nccl_id;  // hex NCCL unique id (comm/nccl/nccl_id.h): run through NCCL on GPUs; empty: not
 };
 
 // "a,b,c" -> {"a", "b", "c"}; InvalidArgument naming `op` for an empty list, an empty name or a
