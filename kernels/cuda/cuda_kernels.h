@@ -11,5 +11,6 @@ void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
 void register_matmul_kernels();   // matmul.cpp (+ matmul_kernels.cu): MatMul FusedMatMul through cuBLASLt
 void register_random_kernels();   // random.cu: RandomUniform RandomNormal (the CPU's Philox streams)
 void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam
+void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broadcast/AllGather through NCCL
 
 }  // namespace weft::cuda

@@ -11,6 +11,7 @@ void register_cuda_kernels() {
   register_matmul_kernels();
   register_random_kernels();
   register_training_kernels();
+  register_collective_kernels();
 }
 
 }  // namespace weft::cuda
