@@ -36,9 +36,11 @@ class NcclIssueQueue {
 
   // Queues `issue` for `key` and issues whatever is now in turn. Throws (before queuing anything)
   // the FailedPrecondition / InvalidArgument of CollectiveOrder::check, or FailedPrecondition when
-  // the same instance is already waiting.
+  // the same instance is already waiting or the queue was failed (fail_all).
   void submit(const CollectiveInstanceKey& key, Issue issue, Fail fail) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (broken_)
+      throw FailedPrecondition("[collective] " + key.to_string() + ": its NCCL communicator was aborted");
     order_.check(key);
     for (const Item& i : waiting_)
       if (i.key == key) throw FailedPrecondition("[collective] " + key.to_string() + " is already waiting to be issued");
