@@ -150,7 +150,9 @@ struct NcclCollectives::Impl {
   }
 
   void run(NcclCall call, Done done) {
-    for (const Tensor& t : call.inputs)
+    std::vector<Tensor> all = call.inputs;
+    all.insert(all.end(), call.outputs.begin(), call.outputs.end());
+    for (const Tensor& t : all)
       if (!nccl_dtype(t.dtype()))
         throw InvalidArgument("[" + call.p.op + "] NCCL has no type for " + std::string(dtype_name(t.dtype())));
     auto op = std::make_shared<Op>();
@@ -234,7 +236,8 @@ struct NcclCollectives::Impl {
     check(r, "ncclGroupEnd");
     if (r == ncclInProgress) {
       std::lock_guard<std::mutex> lock(mu);
-      op.state = OpState::kLaunching;  // the watchdog finishes it when the communicator says ncclSuccess
+      // The watchdog finishes the launch when the communicator says ncclSuccess.
+      if (op.state != OpState::kDone) op.state = OpState::kLaunching;
       return false;
     }
     finish_launch(op);
@@ -247,7 +250,7 @@ struct NcclCollectives::Impl {
     check_cuda(cudaEventRecord(op.finished, nccl_stream(op.call.device)), "cudaEventRecord(nccl)");
     check_cuda(cudaStreamWaitEvent(op.call.compute, op.finished, 0), "cudaStreamWaitEvent(compute waits for nccl)");
     std::lock_guard<std::mutex> lock(mu);
-    op.state = OpState::kInFlight;
+    if (op.state != OpState::kDone) op.state = OpState::kInFlight;  // else failed meanwhile
   }
 
   // Aborts and drops `comm` (when `abort`) and fails every collective of it: those of a cancelled
@@ -326,14 +329,18 @@ struct NcclCollectives::Impl {
     }
     for (auto& op : pending) {
       OpState state;
+      std::exception_ptr cancelled;
       {
+        // Under the lock: an op not yet kDone has not had its done called, so its step (and the
+        // step's CancellationManager) is still alive.
         std::lock_guard<std::mutex> lock(mu);
         state = op->state;
+        if (state == OpState::kDone) continue;
+        CancellationManager* cm = op->call.cancellation;
+        if (cm && cm->is_cancelled()) cancelled = cm->error();
       }
-      if (state == OpState::kDone) continue;
-      CancellationManager* cm = op->call.cancellation;
-      if (cm && cm->is_cancelled()) {  // also while queued: its turn would leave a hole in the order
-        fail_comm(op->comm, cm->error(), true);
+      if (cancelled) {  // also while queued: its turn would leave a hole in the order
+        fail_comm(op->comm, cancelled, true);
         continue;
       }
       if (state == OpState::kQueued) continue;
