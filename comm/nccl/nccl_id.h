@@ -4,7 +4,9 @@
 // The chief (the process that builds the replicated graph) calls new_nccl_id() once per group and
 // puts the result on every collective node of that group; the graph reaches every task, so the id
 // needs no broadcast of its own. Each (group key, id) names one communicator (comm/nccl/
-// nccl_communicators.h): after an abort the group runs again only under a fresh id.
+// nccl_collectives.h): after an abort the group runs again only under a fresh id. An id serves ONE
+// communicator (NCCL's bootstrap root, started by ncclGetUniqueId, admits nranks ranks once), so
+// every group needs an id of its own.
 //
 // Plain C++, built in every configuration: only nccl_compiled_in() and new_nccl_id() depend on
 // whether weft was built with CUDA (and so NCCL).

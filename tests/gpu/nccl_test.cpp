@@ -142,19 +142,22 @@ TEST_F(Nccl, OneMemberGroupRunsEveryCollectiveForEveryDtype) {
     const Tensor y = random_tensor(d, {5}, seed++, Values::kGeneral);
     const Tensor empty = random_tensor(d, {0}, seed++, Values::kGeneral);
     const int64_t key = next_group_key();
+    // A unique id serves one communicator (NCCL's bootstrap root takes nranks ranks once): a new
+    // group needs a new id, as DataParallel makes one per group.
+    const std::string id = d == kNcclDtypes[0] ? id_ : new_nccl_id();
     // One group, instances in order: a two-input all-reduce (a bucket), a mean, a broadcast from
     // the root, a broadcast to a non-root is impossible with one member, an all-gather, an empty one.
-    Attrs sum = group_attrs(*gpu_, key, id_, 0, 5);
+    Attrs sum = group_attrs(*gpu_, key, id, 0, 5);
     sum.set("reduction", std::string("sum"));
     auto a = start(*gpu_, "CollectiveAllReduce", {x, y}, sum, 2, d);
-    Attrs mean = group_attrs(*gpu_, key, id_, 1, 5);
+    Attrs mean = group_attrs(*gpu_, key, id, 1, 5);
     mean.set("reduction", std::string("mean"));
     auto b = start(*gpu_, "CollectiveAllReduce", {x}, mean, 1, d);
-    Attrs root = group_attrs(*gpu_, key, id_, 2, 5);
+    Attrs root = group_attrs(*gpu_, key, id, 2, 5);
     root.set("root", int64_t{0});
     auto c = start(*gpu_, "CollectiveBroadcast", {y}, root, 1, d);
-    auto e = start(*gpu_, "CollectiveAllGather", {x}, group_attrs(*gpu_, key, id_, 3, 5), 1, d);
-    auto f = start(*gpu_, "CollectiveAllGather", {empty}, group_attrs(*gpu_, key, id_, 4, 5), 1, d);
+    auto e = start(*gpu_, "CollectiveAllGather", {x}, group_attrs(*gpu_, key, id, 3, 5), 1, d);
+    auto f = start(*gpu_, "CollectiveAllGather", {empty}, group_attrs(*gpu_, key, id, 4, 5), 1, d);
     for (Pending* p : {a.get(), b.get(), c.get(), e.get(), f.get()}) ASSERT_TRUE(succeeded(p->wait()));
     EXPECT_TRUE(same_values(x, a->outputs[0].to(cpu_device()), 0));
     EXPECT_TRUE(same_values(y, a->outputs[1].to(cpu_device()), 0));
