@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "api/context.h"
+#include "kernels/collective_attrs.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
@@ -44,11 +45,13 @@ void check_inputs(const OpDef& op, std::span<const Tensor> inputs) {
 // Eager placement: the innermost DeviceScope, else the device of the first input, else the CPU.
 // A GPU lacking a kernel for this op and dtype falls back to the CPU (views need no kernel: a
 // reshape of a GPU tensor stays on the GPU).
-Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, DType kernel_dtype) {
+// A collective without an NCCL id runs on the CPU too (kernels/collective_attrs.h).
+Device* choose_device(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, DType kernel_dtype) {
   Device* dev = eager_context().scoped_device;
   if (!dev) dev = inputs.empty() ? cpu_device() : inputs[0].device_ptr();
   if (dev->type() != DeviceType::CPU && !has_kernel(op, dev->type(), kernel_dtype) && !op.has(kForwardsInput))
     dev = cpu_device();
+  if (dev->type() == DeviceType::CUDA && collective_needs_host(op, attrs)) dev = cpu_device();
   return dev;
 }
 
@@ -68,7 +71,7 @@ void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& att
   const DType kernel_dtype = kernel_dtype_of(
       op, static_cast<int>(inputs.size()), [&](int i) { return inputs[static_cast<size_t>(i)].dtype(); },
       ic.output(0).dtype);
-  Device* dev = choose_device(op, inputs, kernel_dtype);
+  Device* dev = choose_device(op, inputs, attrs, kernel_dtype);
   const KernelRef kernel = find_kernels(op, dev->type(), kernel_dtype);
   if (!kernel.found() && !op.has(kForwardsInput))
     throw_no_kernel(op, dev->type(), kernel_dtype, "inputs: " + describe_inputs(inputs));

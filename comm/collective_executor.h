@@ -29,6 +29,10 @@
 // cross-process instances fail fast with FailedPrecondition naming the group) until reset(), which
 // every process calls together (the chief asks every task: ClusterRuntime::reset_collectives).
 //
+// GPU tensors of a group whose nodes carry an nccl_id (one GPU member per process) do not come
+// here: the CUDA kernels hand them to NCCL (comm/nccl/nccl_collectives.h). A group without one is
+// never placed on a GPU (kernels/collective_attrs.h), so its GPU tensors reach it by Send/Recv.
+//
 // Steps of a group run one after another (data-parallel steps are sequential): a process never
 // runs instances of two steps of one cross-process group at once. Within one process nothing is
 // ordered: members simply meet. Called eagerly (no executor), a kernel waits for its members, so
@@ -71,6 +75,7 @@ struct CollectiveParams {
   int root = 0;                                               // broadcast: the member whose value all get
   DType dtype = DType::Float32;                               // broadcast, non-root members: what they get
   Shape shape;
+  std::string nccl_id;  // hex NCCL unique id (comm/nccl/nccl_id.h): run through NCCL on GPUs; empty: not
 };
 
 // "a,b,c" -> {"a", "b", "c"}; InvalidArgument naming `op` for an empty list, an empty name or a

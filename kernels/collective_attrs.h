@@ -7,6 +7,7 @@
 
 #include "comm/collective_executor.h"
 #include "runtime/attr.h"
+#include "runtime/op_registry.h"
 
 namespace weft {
 
@@ -15,5 +16,15 @@ namespace weft {
 // broadcast whose inputs do not fit the member's role.
 CollectiveParams collective_params(CollectiveKind kind, const std::string& display, const Attrs& attrs,
                                    int num_inputs);
+
+// A collective runs on a GPU only through NCCL, which needs the group's id on the node (the
+// "nccl_id" attribute; kernels/cuda/collective.cpp). For one without it, placement
+// (scheduler/passes/place.cpp) and eager dispatch (api/dispatch.cpp) act as if there were no CUDA
+// kernel: it runs on a CPU of its task, a host collective fed by Send/Recv (or an eager copy).
+// The rule sits here, on the node's attributes, so the kernel registry stays keyed by
+// (op, device type, dtype) alone.
+inline bool collective_needs_host(const OpDef& op, const Attrs& attrs) {
+  return op.name.starts_with("Collective") && !attrs.find("nccl_id");
+}
 
 }  // namespace weft

@@ -214,7 +214,8 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
     std::optional<GradientAllReducer> reducer;
     if (replicas > 1)
       reducer.emplace(weight,
-                      CollectiveGroup{.key = s.next_group++, .members = s.layout.devices, .instances = kInstancesUnknown},
+                      CollectiveGroup{.key = s.next_group++, .members = s.layout.devices, .instances = kInstancesUnknown,
+                                      .nccl_id = nccl_id_for_new_group(s.layout)},
                       BucketOptions{s.options.bucket_bytes, s.options.first_bucket_bytes});
     ReplicaContextScope in_replica(reducer ? &*reducer : nullptr);
     std::vector<Tensor> results = body(args);
@@ -234,7 +235,8 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
   auto compiled = std::make_shared<CompiledGraph>(
       std::move(step.graph), CompileSpec{.feeds = step.feeds, .fetches = step.results, .targets = step.targets},
       s.compile_options("data-parallel step '" + name + "'"));
-  ReplicatedGraph broadcast = broadcast_graph(*graph, s.layout, s.variables, s.next_group++);
+  ReplicatedGraph broadcast =
+      broadcast_graph(*graph, s.layout, s.variables, s.next_group++, nccl_id_for_new_group(s.layout));
   if (!broadcast.targets.empty()) {
     t->broadcast = std::make_shared<CompiledGraph>(std::move(broadcast.graph),
                                                    CompileSpec{.targets = broadcast.targets},

@@ -1,11 +1,15 @@
 #include "api/distribute/replicate.h"
 
 #include <functional>
+#include <set>
 
 #include "api/context.h"
 #include "api/devices.h"
 #include "api/graph_builder.h"
 #include "api/ops/math.h"
+#include "comm/collective_executor.h"
+#include "comm/nccl/nccl_id.h"
+#include "runtime/device_name.h"
 
 namespace weft::distribute {
 
@@ -173,8 +177,22 @@ ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const Replica
   return out;
 }
 
+bool replicas_use_nccl(const ReplicaLayout& layout) {
+  if (!nccl_compiled_in() || layout.devices.size() < 2) return false;
+  std::set<std::string> tasks;
+  for (const std::string& d : layout.devices) {
+    if (DeviceSpec::parse(d).type != DeviceType::CUDA) return false;
+    if (!tasks.insert(task_of_device(d, "DataParallel")).second) return false;
+  }
+  return true;
+}
+
+std::string nccl_id_for_new_group(const ReplicaLayout& layout) {
+  return replicas_use_nccl(layout) ? new_nccl_id() : std::string();
+}
+
 ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables,
-                                int64_t group_key) {
+                                int64_t group_key, const std::string& nccl_id) {
   ReplicatedGraph out;
   if (layout.devices.size() < 2) return out;
   static const OpDef& read = op_def("ReadVariable");
@@ -202,6 +220,7 @@ ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layou
     const TensorMeta meta{state->dtype, state->shape};
     Attrs common{{"group_key", group_key}, {"group_members", members}, {"root", int64_t{0}},
                  {"instance_key", instance++}, {"group_instances", instances}};
+    if (!nccl_id.empty()) common.set("nccl_id", nccl_id);
     Node& source = g.add_node(read, {}, Attrs{{"var", key}, {"dtype", state->dtype}, {"shape", state->shape}}, {meta},
                               "broadcast/read/" + key);
     source.requested_device = layout.devices[0];

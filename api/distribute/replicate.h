@@ -33,6 +33,14 @@ struct ReplicaLayout {
   std::string host_device;          // where feeds and the combined results live
 };
 
+// Whether the collectives of these replicas run through NCCL: the build has CUDA (so NCCL), there
+// are several replicas, every one a GPU, each on a task of its own (NCCL's rank is the member).
+// Otherwise they are host collectives (MPI), to which the GPUs' tensors go through Send/Recv.
+bool replicas_use_nccl(const ReplicaLayout& layout);
+// A fresh NCCL id (hex) for a new collective group of the replicas when replicas_use_nccl, else
+// empty. Called on the chief, once per group: the id travels to every task on the graph's nodes.
+std::string nccl_id_for_new_group(const ReplicaLayout& layout);
+
 // Each variable's copy on each replica, shared by every graph of one DataParallel (a train step
 // and an eval step use the same replica variables).
 class ReplicaVariables {
@@ -69,8 +77,8 @@ ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const Replica
 
 // Every replica's copy of every variable of `trace` given replica 0's value: a CollectiveBroadcast
 // per variable (collective group `group_key`), each member assigning what it receives. Empty graph
-// (no targets) when there is one replica.
+// (no targets) when there is one replica. A non-empty `nccl_id` goes on every broadcast node.
 ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables,
-                                int64_t group_key);
+                                int64_t group_key, const std::string& nccl_id = "");
 
 }  // namespace weft::distribute

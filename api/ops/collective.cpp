@@ -7,11 +7,13 @@ namespace {
 Attrs group_attrs(const CollectiveGroup& g, int member, int64_t instance) {
   std::string joined;
   for (const std::string& m : g.members) joined += (joined.empty() ? "" : ",") + m;
-  return {{"group_key", g.key},
-          {"group_members", joined},
-          {"member", int64_t{member}},
-          {"instance_key", instance},
-          {"group_instances", g.instances}};
+  Attrs attrs{{"group_key", g.key},
+              {"group_members", joined},
+              {"member", int64_t{member}},
+              {"instance_key", instance},
+              {"group_instances", g.instances}};
+  if (!g.nccl_id.empty()) attrs.set("nccl_id", g.nccl_id);
+  return attrs;
 }
 
 }  // namespace

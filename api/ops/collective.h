@@ -26,6 +26,9 @@ struct CollectiveGroup {
   int64_t key = 0;
   std::vector<std::string> members;  // full device names, in member order
   int64_t instances = 1;             // collective instances of the group per step
+  // NCCL's unique id, hex (comm/nccl/nccl_id.h): the group runs through NCCL on its GPU members,
+  // one per process. Empty: host collectives (MPI across processes). DataParallel sets it.
+  std::string nccl_id;
 };
 
 namespace collective {

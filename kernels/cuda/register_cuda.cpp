@@ -20,6 +20,7 @@ void register_cuda_kernels() {
   register_reduce_kernels();
   register_softmax_kernels();
   register_fused_kernels();
+  register_collective_kernels();
 }
 
 }  // namespace weft::cuda

@@ -11,7 +11,9 @@
 // member order, joined by ','; attributes have no string lists), member (Int: this node's index),
 // instance_key (Int, below group_instances: unique per collective node of the group in a step) and
 // group_instances (Int: how many instances of the group every step runs; the order MPI needs,
-// comm/collective_order.h). AllReduce adds reduction ("sum" or "mean"), Broadcast root (Int) and,
+// comm/collective_order.h), and optionally nccl_id (String: NCCL's unique id, 256 hex digits,
+// comm/nccl/nccl_id.h): the group runs through NCCL on its GPU members (kernels/cuda/
+// collective.cpp; one GPU member per process); refused in a build without CUDA. AllReduce adds reduction ("sum" or "mean"), Broadcast root (Int) and,
 // for non-root members, dtype (Type) and shape (Shape).
 //
 // Flags: stateful and with a side effect (every member must take part: never merged by CSE, folded
@@ -19,6 +21,7 @@
 // of a group would deadlock them: each waits for the others), and NOT differentiable (a gradient of a collective is another collective
 // the training code places itself). The kernels set their outputs themselves (kSetsOutputs): an
 // all-reduce of one input needs no copy, an all-gather's dim 0 is known only at run time.
+#include "comm/nccl/nccl_id.h"
 #include "kernels/collective_attrs.h"
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
@@ -48,6 +51,14 @@ CollectiveParams collective_params(CollectiveKind kind, const std::string& displ
                           std::to_string(p.group_instances - 1) + " (group_instances " +
                           std::to_string(p.group_instances) + ")");
   for (const std::string& m : p.members) (void)task_of_device(m, display);
+  if (attrs.find("nccl_id")) {
+    const std::string* id = &attrs.get<std::string>("nccl_id");
+    if (!nccl_compiled_in())
+      throw InvalidArgument(where + "has an nccl_id, but weft was built without CUDA (so without NCCL): build the "
+                                    "graph without it (DataParallel adds one only when it can run)");
+    (void)decode_nccl_id(*id, display);  // exact length, hex digits
+    p.nccl_id = *id;
+  }
   switch (kind) {
     case CollectiveKind::kAllReduce: {
       const std::string& r = attrs.get<std::string>("reduction");
@@ -87,13 +98,18 @@ namespace defs {
 
 namespace {
 
-bool collective_dtype(DType d) {
+// The host collectives (MPI) take four dtypes; through NCCL (a node with nccl_id) every dtype NCCL has.
+bool collective_dtype(DType d, bool nccl) {
+  if (nccl) return nccl_dtype_supported(d);
   return d == DType::Float32 || d == DType::Float64 || d == DType::Int32 || d == DType::Int64;
 }
 
-void check_dtype(InferContext& ctx, DType d) {
-  if (!collective_dtype(d))
-    ctx.fail("takes float32, float64, int32 or int64, got " + std::string(dtype_name(d)));
+void check_dtype(InferContext& ctx, DType d, const CollectiveParams& p) {
+  const bool nccl = !p.nccl_id.empty();
+  if (!collective_dtype(d, nccl))
+    ctx.fail(nccl ? "through NCCL takes every dtype but bool, got " + std::string(dtype_name(d))
+                  : "takes float32, float64, int32 or int64, got " + std::string(dtype_name(d)) +
+                        " (float16, bfloat16, int8 and uint8 run through NCCL, on GPUs)");
 }
 
 CollectiveParams params_or_fail(InferContext& ctx, CollectiveKind kind) {
@@ -107,9 +123,9 @@ CollectiveParams params_or_fail(InferContext& ctx, CollectiveKind kind) {
 }
 
 void infer_all_reduce(InferContext& ctx) {
-  params_or_fail(ctx, CollectiveKind::kAllReduce);
+  const CollectiveParams p = params_or_fail(ctx, CollectiveKind::kAllReduce);
   const DType d = ctx.input_dtype(0);
-  check_dtype(ctx, d);
+  check_dtype(ctx, d, p);
   ctx.set_num_outputs(ctx.num_inputs());
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     if (ctx.input_dtype(i) != d)
@@ -122,17 +138,17 @@ void infer_all_reduce(InferContext& ctx) {
 void infer_broadcast(InferContext& ctx) {
   const CollectiveParams p = params_or_fail(ctx, CollectiveKind::kBroadcast);
   if (p.member == p.root) {
-    check_dtype(ctx, ctx.input_dtype(0));
+    check_dtype(ctx, ctx.input_dtype(0), p);
     ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
   } else {
-    check_dtype(ctx, p.dtype);
+    check_dtype(ctx, p.dtype, p);
     ctx.set_output(0, p.dtype, p.shape);
   }
 }
 
 void infer_all_gather(InferContext& ctx) {
   const CollectiveParams p = params_or_fail(ctx, CollectiveKind::kAllGather);
-  check_dtype(ctx, ctx.input_dtype(0));
+  check_dtype(ctx, ctx.input_dtype(0), p);
   const Shape& in = ctx.input_shape(0);
   if (in.rank() < 1) ctx.fail("needs an input of rank >= 1, got shape " + in.to_string());
   std::vector<int64_t> dims = in.to_vector();
@@ -150,7 +166,8 @@ void register_collective_defs() {
                                        {"group_members", AttrType::String},
                                        {"member", AttrType::Int},
                                        {"instance_key", AttrType::Int},
-                                       {"group_instances", AttrType::Int}};
+                                       {"group_instances", AttrType::Int},
+                                       {"nccl_id", AttrType::String, /*required=*/false}};
   constexpr uint32_t flags = kStateful | kSideEffect | kUnorderedSideEffect | kNotDifferentiable | kSetsOutputs;
   auto with = [&](std::vector<AttrSpec> more) {
     std::vector<AttrSpec> all = group;

@@ -8,6 +8,7 @@
 #include <queue>
 #include <tuple>
 
+#include "kernels/collective_attrs.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft {
@@ -29,6 +30,10 @@ uint32_t kernel_types(const GraphIR& g, const Node& n) {
   uint32_t mask = 0;
   for (int t = 0; t < kNumDeviceTypes; ++t)
     if (has_kernel(*n.op, static_cast<DeviceType>(t), dt)) mask |= 1u << t;
+  // A collective without an NCCL id never goes to a GPU (why: kernels/collective_attrs.h); a request
+  // for one relaxes by soft placement to a CPU of the same task.
+  if (collective_needs_host(*n.op, n.attrs))
+    mask &= ~(1u << static_cast<int>(DeviceType::CUDA));
   return mask;
 }
 

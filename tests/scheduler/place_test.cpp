@@ -10,6 +10,7 @@
 
 #include "api/ops/creation.h"
 #include "graph_test_util.h"
+#include "comm/nccl/nccl_id.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "random_dag_util.h"
@@ -384,6 +385,40 @@ TEST_F(Place, SummaryAndPictureShowTheDevices) {
   const std::string dot = g.to_dot();
   EXPECT_TRUE(contains(dot, "fillcolor=\"#cfe2f3\"")) << dot;
   EXPECT_TRUE(contains(dot, "fillcolor=\"#d9ead3\"")) << dot;
+}
+
+}  // namespace
+}  // namespace weft
+
+namespace weft {
+namespace {
+
+// A collective runs on a GPU only through NCCL (kernels/collective_attrs.h): without an nccl_id
+// a request for the GPU relaxes to the CPU (a notice says so); with one it runs where requested,
+// in a build with CUDA (and so with the collective's CUDA kernel).
+TEST_F(Place, ACollectiveWithoutAnNcclIdNeverGoesToAGpu) {
+  GraphIR g;
+  int32_t x = placeholder(g, float32, {4}, "x");
+  const Attrs group{{"group_key", int64_t{1}}, {"group_members", kGpu0}, {"member", int64_t{0}},
+                    {"instance_key", int64_t{0}}, {"group_instances", int64_t{1}}, {"reduction", std::string("sum")}};
+  int32_t host = add(g, "CollectiveAllReduce", {{x, 0}}, group, "host");
+  g.node(host).requested_device = "/gpu:0";
+  g.results = {{host, 0}};
+  PlacementResult r = place(g, cpu_and_gpu());
+  EXPECT_EQ(g.node(host).assigned_device, kCpu0);
+  ASSERT_EQ(r.notices.size(), 1u);
+  EXPECT_TRUE(contains(r.notices[0], "node 'host'")) << r.notices[0];
+  if (!nccl_compiled_in()) return;  // an nccl_id is refused without CUDA (tests/comm/nccl_host_test.cpp)
+  GraphIR h;
+  x = placeholder(h, float32, {4}, "x");
+  Attrs with_id = group;
+  with_id.set("nccl_id", std::string(256, 'a'));
+  int32_t nccl = add(h, "CollectiveAllReduce", {{x, 0}}, with_id, "nccl");
+  h.node(nccl).requested_device = "/gpu:0";
+  h.results = {{nccl, 0}};
+  r = place(h, cpu_and_gpu());
+  EXPECT_EQ(h.node(nccl).assigned_device, kGpu0);
+  EXPECT_TRUE(r.notices.empty());
 }
 
 }  // namespace

@@ -1,0 +1,84 @@
+// Collectives on GPU tensors through NCCL, for the CUDA kernels of the collective ops
+// (kernels/cuda/collective.cpp). One member per process (the mpirun model: one GPU per task), so
+// the group's member index is the NCCL rank and the member count is nranks.
+//
+//   NcclCall c{.p = params, .step_id = step, .cancellation = cm, .device = cu.device,
+//              .compute = cu.stream, .inputs = {x}, .outputs = {y}};   // y allocated on the GPU
+//   process_nccl_collectives().run_async(std::move(c), [](std::exception_ptr e) { ... });
+//
+// Communicators: one per (group key, nccl_id), created on first use by ncclCommInitRankConfig in
+// NON-blocking mode; the watchdog polls ncclCommGetAsyncError until it is ready, at most
+// `init_timeout` (default 60 s) and only while no waiting step is cancelled, so a peer that never
+// comes is Unavailable naming the group and the ranks, never a hang.
+//
+// Issuing: a communicator's collectives are issued in comm/collective_order.h's order (by step,
+// then instance key); one that arrives early waits in the communicator's NcclIssueQueue, holding no
+// thread. They run on one NCCL stream per device, which first waits (an event recorded when the
+// kernel ran) for the compute stream that made the inputs; the compute stream then waits (an
+// event) for the NCCL stream, so later kernels and the allocator's reuse of memory are ordered
+// after the collective. Several inputs of an all-reduce go in one ncclGroupStart/End.
+//
+// Watchdog: one thread polls every collective not yet complete: its completion event, the
+// communicator's ncclCommGetAsyncError and the step's cancellation. Complete: done(null). A NCCL
+// error: Unavailable naming the group; a cancelled step: the step's error. Either way the
+// communicator is aborted (ncclCommAbort) and dropped: every other collective of it fails, and a
+// later use of the same (group, id) is FailedPrecondition naming the group (a new id is needed:
+// rebuild the replicated graph). The tensors of an aborted collective are kept until its event
+// completes (the NCCL kernels may still touch them).
+//
+// Not checked across processes: an all-gather's inputs must have the same shape on every member
+// (ncclAllGather has one count), as the graph's static shapes make them; a mean of integers is
+// NCCL's ncclAvg (a sum divided by nranks, truncated), a mean of floats may differ from the CPU's
+// sum/n in the last bit.
+//
+// NEVER RUN: written without a GPU; compiled and linked only. tests/gpu/nccl_test.cpp covers one
+// one-member group per collective and dtype, and a cancelled step; nothing with nranks > 1 has run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collective_executor.h"
+
+namespace weft {
+
+class CancellationManager;
+
+struct NcclCall {
+  CollectiveParams p;                          // with p.nccl_id set
+  int64_t step_id = 0;
+  CancellationManager* cancellation = nullptr;  // may be null; must outlive the call's done
+  int device = 0;                               // CUDA ordinal of this member's GPU
+  cudaStream_t compute = nullptr;               // the device's compute stream
+  std::vector<Tensor> inputs;                   // on the GPU (none for a broadcast's non-root)
+  std::vector<Tensor> outputs;                  // on the GPU, allocated by the caller
+};
+
+class NcclCollectives {
+ public:
+  using Done = std::function<void(std::exception_ptr error)>;
+
+  explicit NcclCollectives(std::chrono::milliseconds init_timeout = std::chrono::seconds(60));
+  // Aborts the communicators still open and stops the watchdog; pending collectives fail.
+  ~NcclCollectives();
+  NcclCollectives(const NcclCollectives&) = delete;
+  NcclCollectives& operator=(const NcclCollectives&) = delete;
+
+  // `done` exactly once, on this thread (an error found at once) or the watchdog's.
+  void run_async(NcclCall call, Done done);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The process's, created on first use.
+NcclCollectives& process_nccl_collectives();
+
+}  // namespace weft

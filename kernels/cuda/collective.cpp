@@ -1,0 +1,102 @@
+// The collective ops' CUDA kernels (kernels/defs/collective.cpp): asynchronous, they hand GPU
+// tensors to NCCL (comm/nccl/nccl_collectives.h) and complete when the watchdog sees the
+// collective done, holding no thread meanwhile.
+//
+// Only for a node with an nccl_id and one member per process (one GPU per task, as mpirun runs
+// weft): the member index is the NCCL rank. Anything else is InvalidArgument explaining it.
+// Placement never puts a collective WITHOUT nccl_id on a GPU (scheduler/passes/place.cpp takes
+// CUDA out of such a node's kernel types), so these errors meet only an eager call under a GPU
+// DeviceScope or a hand-made graph placed strictly.
+//
+// NEVER RUN: written without a GPU (compiled and linked only); tests/gpu/nccl_test.cpp is to run
+// on one.
+#include <set>
+
+#include "comm/nccl/nccl_collectives.h"
+#include "comm/nccl/nccl_id.h"
+#include "kernels/collective_attrs.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cuda {
+
+namespace {
+
+// InvalidArgument when the node cannot run through NCCL here.
+void check_runs_on_nccl(const CollectiveParams& p) {
+  const std::string where = "[" + p.op + "] ";
+  if (p.nccl_id.empty())
+    throw InvalidArgument(where + "runs on a GPU only through NCCL, and this node has no nccl_id attribute "
+                                  "(DataParallel gives one to groups of GPUs, one per task); place it on its "
+                                  "task's CPU to run it through MPI");
+  std::set<std::string> tasks;
+  for (const std::string& m : p.members)
+    if (!tasks.insert(task_of_device(m, p.op)).second)
+      throw InvalidArgument(where + "NCCL collectives take one GPU member per process, but task " +
+                            task_of_device(m, p.op) +
+                            " holds several members of group " + std::to_string(p.group_key) +
+                            "; place the collective on the CPU (host collectives) instead");
+}
+
+void run_collective(KernelContext& ctx, AsyncDone done, CollectiveKind kind) {
+  std::vector<Tensor> outputs;
+  try {
+    const CollectiveParams p = collective_params(kind, ctx.op.display, ctx.attrs, static_cast<int>(ctx.inputs.size()));
+    check_runs_on_nccl(p);
+    CudaContext& cu = cuda_context(ctx);
+    const auto nranks = static_cast<int64_t>(p.members.size());
+    std::vector<Tensor> inputs(ctx.inputs.begin(), ctx.inputs.end());
+    switch (kind) {
+      case CollectiveKind::kAllReduce:
+        for (const Tensor& x : inputs) outputs.push_back(Tensor::empty(x.dtype(), x.shape(), &ctx.device));
+        break;
+      case CollectiveKind::kBroadcast:
+        if (p.member == p.root) outputs.push_back(Tensor::empty(inputs[0].dtype(), inputs[0].shape(), &ctx.device));
+        else outputs.push_back(Tensor::empty(p.dtype, p.shape, &ctx.device));
+        break;
+      case CollectiveKind::kAllGather: {
+        const Shape& in = inputs[0].shape();
+        if (in.rank() < 1) throw InvalidArgument("[" + p.op + "] needs an input of rank >= 1, got shape " + in.to_string());
+        std::vector<int64_t> dims = in.to_vector();
+        dims[0] *= nranks;  // every member's input has this shape (ncclAllGather has one count)
+        outputs.push_back(Tensor::empty(inputs[0].dtype(), Shape(dims), &ctx.device));
+        break;
+      }
+    }
+    NcclCall call{.p = p,
+                  .step_id = ctx.run ? ctx.run->step_id() : 0,
+                  .cancellation = ctx.run ? ctx.run->cancellation() : nullptr,
+                  .device = cu.device,
+                  .compute = cu.stream,
+                  .inputs = std::move(inputs),
+                  .outputs = outputs};
+    std::span<Tensor> outs = ctx.outputs;
+    process_nccl_collectives().run_async(
+        std::move(call), [outs, outputs, done](std::exception_ptr error) {
+          if (!error)
+            for (size_t i = 0; i < outs.size() && i < outputs.size(); ++i) outs[i] = outputs[i];
+          done(error);
+        });
+  } catch (...) {
+    done(std::current_exception());
+  }
+}
+
+void all_reduce(KernelContext& ctx, AsyncDone done) { run_collective(ctx, std::move(done), CollectiveKind::kAllReduce); }
+void broadcast(KernelContext& ctx, AsyncDone done) { run_collective(ctx, std::move(done), CollectiveKind::kBroadcast); }
+void all_gather(KernelContext& ctx, AsyncDone done) { run_collective(ctx, std::move(done), CollectiveKind::kAllGather); }
+
+}  // namespace
+
+void register_collective_kernels() {
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const auto dtype = static_cast<DType>(d);
+    if (!nccl_dtype_supported(dtype)) continue;
+    register_async_kernel("CollectiveAllReduce", DeviceType::CUDA, dtype, all_reduce);
+    register_async_kernel("CollectiveBroadcast", DeviceType::CUDA, dtype, broadcast);
+    register_async_kernel("CollectiveAllGather", DeviceType::CUDA, dtype, all_gather);
+  }
+}
+
+}  // namespace weft::cuda

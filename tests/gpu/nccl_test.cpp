@@ -1,0 +1,273 @@
+// The collective ops' CUDA kernels through NCCL (kernels/cuda/collective.cpp, comm/nccl/): on one
+// GPU a group of one member (nranks 1) runs every collective for every dtype NCCL has; a cancelled
+// step completes its pending collective with the step's error; a peer that never comes is
+// Unavailable naming the group. The registration and dtype-mapping tests run without a GPU.
+//
+// NEVER RUN on a GPU so far (written on a machine without one): the GPU tests here skip there.
+// Nothing with nranks > 1 is tested (that needs several GPUs or processes).
+#include <future>
+#include <memory>
+
+#include "comm/nccl/nccl_collectives.h"
+#include "comm/nccl/nccl_dtype.h"
+#include "comm/nccl/nccl_id.h"
+#include "gpu_test_util.h"
+#include "runtime/cancellation.h"
+#include "runtime/cuda/cuda_context.h"
+
+namespace weft::gpu_test {
+namespace {
+
+constexpr DType kNcclDtypes[] = {float16, bfloat16, float32, float64, int8, uint8, int32, int64};
+
+TEST(NcclRegistration, CollectiveKernelsForEveryDtypeNcclHas) {
+  register_builtin_ops();
+  for (const char* name : {"CollectiveAllReduce", "CollectiveBroadcast", "CollectiveAllGather"}) {
+    const OpDef* op = op_registry().find(name);
+    ASSERT_NE(op, nullptr) << name;
+    for (DType d : kNcclDtypes) EXPECT_NE(op->async_kernel(DeviceType::CUDA, d), nullptr) << name << " " << dtype_name(d);
+    EXPECT_EQ(op->async_kernel(DeviceType::CUDA, bool_), nullptr) << name;
+  }
+}
+
+TEST(NcclRegistration, DtypeMapping) {
+  EXPECT_EQ(nccl_dtype(float16), ncclFloat16);
+  EXPECT_EQ(nccl_dtype(bfloat16), ncclBfloat16);
+  EXPECT_EQ(nccl_dtype(float32), ncclFloat32);
+  EXPECT_EQ(nccl_dtype(float64), ncclFloat64);
+  EXPECT_EQ(nccl_dtype(int8), ncclInt8);
+  EXPECT_EQ(nccl_dtype(uint8), ncclUint8);
+  EXPECT_EQ(nccl_dtype(int32), ncclInt32);
+  EXPECT_EQ(nccl_dtype(int64), ncclInt64);
+  EXPECT_FALSE(nccl_dtype(bool_).has_value());
+  for (int d = 0; d < kNumDTypes; ++d)
+    EXPECT_EQ(nccl_dtype(static_cast<DType>(d)).has_value(), nccl_dtype_supported(static_cast<DType>(d)));
+  EXPECT_TRUE(nccl_compiled_in());
+}
+
+// A step: its id and its cancellation.
+class StepContext final : public RunContext {
+ public:
+  explicit StepContext(int64_t step) : step_(step) {}
+  VariableState& variable(std::string_view name) override { throw NotFound("no variable " + std::string(name)); }
+  std::vector<Tensor> call(const GraphIR&, std::span<const Tensor>, Device&) override {
+    throw Internal("not a graph run");
+  }
+  int64_t step_id() const override { return step_; }
+  CancellationManager* cancellation() const override { return &cm_; }
+  CancellationManager& cm() { return cm_; }
+
+ private:
+  int64_t step_;
+  mutable CancellationManager cm_;
+};
+
+// One kernel call in flight: what it needs to outlive the call, and its completion.
+struct Pending {
+  std::vector<Tensor> inputs, outputs;
+  Attrs attrs;
+  std::promise<std::exception_ptr> done;
+  std::future<std::exception_ptr> result = done.get_future();
+
+  // The kernel's error (null: success), failing the test if it does not complete in a minute.
+  std::exception_ptr wait() {
+    if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "the collective did not complete within 60 s";
+      return std::make_exception_ptr(Internal("timed out"));
+    }
+    return result.get();
+  }
+};
+
+int64_t next_group_key() {
+  static int64_t key = 1000;
+  return key++;
+}
+
+Attrs group_attrs(Device& gpu, int64_t group_key, const std::string& id, int64_t instance = 0, int64_t instances = 1) {
+  return {{"group_key", group_key},           {"group_members", cluster_device_name(gpu)},
+          {"member", int64_t{0}},             {"instance_key", instance},
+          {"group_instances", instances},     {"nccl_id", id}};
+}
+
+std::shared_ptr<Pending> start(Device& gpu, const char* op_name, const std::vector<Tensor>& host_inputs, Attrs attrs,
+                               size_t num_outputs, DType dtype, RunContext* run = nullptr) {
+  const OpDef* op = op_registry().find(op_name);
+  auto p = std::make_shared<Pending>();
+  for (const Tensor& t : host_inputs) p->inputs.push_back(t.to(&gpu));
+  p->outputs.resize(num_outputs);
+  p->attrs = std::move(attrs);
+  AsyncKernelFn fn = op->async_kernel(DeviceType::CUDA, dtype);
+  if (!fn) throw InvalidArgument(std::string("no CUDA kernel for ") + op_name);
+  KernelContext ctx{.op = *op, .inputs = p->inputs, .outputs = p->outputs, .attrs = p->attrs, .device = gpu, .run = run};
+  fn(ctx, [p](std::exception_ptr e) { p->done.set_value(e); });
+  return p;
+}
+
+std::string message_of(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+  return "";
+}
+
+::testing::AssertionResult succeeded(std::exception_ptr e) {
+  if (!e) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << message_of(e);
+}
+
+class Nccl : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu()) GTEST_SKIP() << "no CUDA device (or no CUDA driver)";
+    gpu_ = gpu();
+    try {
+      id_ = new_nccl_id();
+    } catch (const Unavailable& e) {
+      FAIL() << e.what();
+    }
+  }
+  Device* gpu_ = nullptr;
+  std::string id_;
+};
+
+// With one member, every collective gives back its input: exactly, for every dtype.
+TEST_F(Nccl, OneMemberGroupRunsEveryCollectiveForEveryDtype) {
+  uint64_t seed = 1;
+  for (DType d : kNcclDtypes) {
+    SCOPED_TRACE(dtype_name(d));
+    const Tensor x = random_tensor(d, {3, 37}, seed++, Values::kGeneral);
+    const Tensor y = random_tensor(d, {5}, seed++, Values::kGeneral);
+    const Tensor empty = random_tensor(d, {0}, seed++, Values::kGeneral);
+    const int64_t key = next_group_key();
+    // A unique id serves one communicator (NCCL's bootstrap root takes nranks ranks once): a new
+    // group needs a new id, as DataParallel makes one per group.
+    const std::string id = d == kNcclDtypes[0] ? id_ : new_nccl_id();
+    // One group, instances in order: a two-input all-reduce (a bucket), a mean, a broadcast from
+    // the root, a broadcast to a non-root is impossible with one member, an all-gather, an empty one.
+    Attrs sum = group_attrs(*gpu_, key, id, 0, 5);
+    sum.set("reduction", std::string("sum"));
+    auto a = start(*gpu_, "CollectiveAllReduce", {x, y}, sum, 2, d);
+    Attrs mean = group_attrs(*gpu_, key, id, 1, 5);
+    mean.set("reduction", std::string("mean"));
+    auto b = start(*gpu_, "CollectiveAllReduce", {x}, mean, 1, d);
+    Attrs root = group_attrs(*gpu_, key, id, 2, 5);
+    root.set("root", int64_t{0});
+    auto c = start(*gpu_, "CollectiveBroadcast", {y}, root, 1, d);
+    auto e = start(*gpu_, "CollectiveAllGather", {x}, group_attrs(*gpu_, key, id, 3, 5), 1, d);
+    auto f = start(*gpu_, "CollectiveAllGather", {empty}, group_attrs(*gpu_, key, id, 4, 5), 1, d);
+    for (Pending* p : {a.get(), b.get(), c.get(), e.get(), f.get()}) ASSERT_TRUE(succeeded(p->wait()));
+    EXPECT_TRUE(same_values(x, a->outputs[0].to(cpu_device()), 0));
+    EXPECT_TRUE(same_values(y, a->outputs[1].to(cpu_device()), 0));
+    EXPECT_TRUE(same_values(x, b->outputs[0].to(cpu_device()), 0));  // a mean over one member
+    EXPECT_TRUE(same_values(y, c->outputs[0].to(cpu_device()), 0));
+    EXPECT_TRUE(same_values(x, e->outputs[0].to(cpu_device()), 0));
+    EXPECT_EQ(f->outputs[0].shape(), Shape({0}));
+    EXPECT_EQ(a->outputs[0].device_ptr(), gpu_);
+  }
+}
+
+// Instances issued out of turn wait: instance 1 of a step completes once instance 0 came.
+TEST_F(Nccl, AnInstanceOutOfTurnWaitsForItsTurn) {
+  const Tensor x = random_tensor(float32, {8}, 7, Values::kGeneral);
+  const int64_t key = next_group_key();
+  StepContext step(3);
+  Attrs second = group_attrs(*gpu_, key, id_, 1, 2);
+  second.set("reduction", std::string("sum"));
+  auto later = start(*gpu_, "CollectiveAllReduce", {x}, second, 1, float32, &step);
+  EXPECT_EQ(later->result.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);  // not its turn
+  Attrs first = group_attrs(*gpu_, key, id_, 0, 2);
+  first.set("reduction", std::string("sum"));
+  auto earlier = start(*gpu_, "CollectiveAllReduce", {x}, first, 1, float32, &step);
+  EXPECT_TRUE(succeeded(earlier->wait()));
+  EXPECT_TRUE(succeeded(later->wait()));
+  EXPECT_TRUE(same_values(x, later->outputs[0].to(cpu_device()), 0));
+}
+
+// A cancelled step completes its pending collective with the step's error; the communicator is
+// then aborted, and the group runs again only under a new id.
+TEST_F(Nccl, ACancelledStepFailsItsPendingCollectiveWithTheStepsError) {
+  const Tensor x = random_tensor(float32, {8}, 9, Values::kGeneral);
+  const int64_t key = next_group_key();
+  StepContext step(5);
+  Attrs waiting = group_attrs(*gpu_, key, id_, 1, 2);  // instance 0 never comes
+  waiting.set("reduction", std::string("sum"));
+  auto pending = start(*gpu_, "CollectiveAllReduce", {x}, waiting, 1, float32, &step);
+  step.cm().cancel(std::make_exception_ptr(Unavailable("[step] task 1 was lost")));
+  const std::exception_ptr e = pending->wait();
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), Unavailable);
+  EXPECT_EQ(message_of(e), "[step] task 1 was lost");
+  StepContext next(6);
+  Attrs again = group_attrs(*gpu_, key, id_, 0, 1);
+  again.set("reduction", std::string("sum"));
+  auto reuse = start(*gpu_, "CollectiveAllReduce", {x}, again, 1, float32, &next);
+  const std::exception_ptr r = reuse->wait();
+  ASSERT_NE(r, nullptr);
+  EXPECT_THROW(std::rethrow_exception(r), FailedPrecondition);
+  EXPECT_NE(message_of(r).find("group " + std::to_string(key)), std::string::npos) << message_of(r);
+  EXPECT_NE(message_of(r).find("new nccl_id"), std::string::npos) << message_of(r);
+  // A new id makes a new communicator.
+  auto fresh = start(*gpu_, "CollectiveAllReduce", {x},
+                     [&] {
+                       Attrs a = group_attrs(*gpu_, key, new_nccl_id(), 0, 1);
+                       a.set("reduction", std::string("sum"));
+                       return a;
+                     }(),
+                     1, float32, &next);
+  EXPECT_TRUE(succeeded(fresh->wait()));
+}
+
+// A group of two whose second rank never joins: Unavailable naming the group and the ranks once
+// the communicator's deadline passes, not a hang.
+TEST_F(Nccl, AMissingPeerIsUnavailableNamingTheGroup) {
+  NcclCollectives collectives(std::chrono::seconds(2));
+  CudaContext& cu = cuda_context(*gpu_);
+  const int64_t key = next_group_key();
+  NcclCall call;
+  call.p.kind = CollectiveKind::kAllReduce;
+  call.p.op = "collective_all_reduce";
+  call.p.group_key = key;
+  call.p.members = {cluster_device_name(*gpu_), "/job:absent/replica:0/task:1/device:GPU:0"};
+  call.p.member = 0;
+  call.p.nccl_id = id_;
+  call.device = cu.device;
+  call.compute = cu.stream;
+  const Tensor x = random_tensor(float32, {4}, 3, Values::kGeneral).to(gpu_);
+  call.inputs = {x};
+  call.outputs = {Tensor::empty(float32, {4}, gpu_)};
+  std::promise<std::exception_ptr> done;
+  collectives.run_async(std::move(call), [&](std::exception_ptr e) { done.set_value(e); });
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const std::exception_ptr e = f.get();
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), Unavailable);
+  const std::string m = message_of(e);
+  EXPECT_NE(m.find("group " + std::to_string(key)), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 0 of 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("/job:absent/replica:0/task:1"), std::string::npos) << m;
+}
+
+// Without an id, or with two members on one task, the CUDA kernel explains why it cannot run.
+TEST_F(Nccl, NodesNcclCannotRunAreInvalidArgument) {
+  const Tensor x = random_tensor(float32, {4}, 5, Values::kGeneral);
+  const Attrs no_id{{"group_key", int64_t{1}}, {"group_members", cluster_device_name(*gpu_)}, {"member", int64_t{0}},
+                {"instance_key", int64_t{0}}, {"group_instances", int64_t{1}}, {"reduction", std::string("sum")}};
+  std::exception_ptr e = start(*gpu_, "CollectiveAllReduce", {x}, no_id, 1, float32)->wait();
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(message_of(e).find("no nccl_id attribute"), std::string::npos) << message_of(e);
+  Attrs two_here = group_attrs(*gpu_, next_group_key(), id_);
+  const std::string task = task_of_device(cluster_device_name(*gpu_), "test");
+  two_here.set("group_members", cluster_device_name(*gpu_) + "," + task + "/device:GPU:7");
+  two_here.set("reduction", std::string("sum"));
+  e = start(*gpu_, "CollectiveAllReduce", {x}, two_here, 1, float32)->wait();
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), InvalidArgument);
+  EXPECT_NE(message_of(e).find("one GPU member per process"), std::string::npos) << message_of(e);
+}
+
+}  // namespace
+}  // namespace weft::gpu_test
