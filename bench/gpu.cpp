@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/weft_mlp.h"
 #include "runtime/device.h"
 #include "weft/weft.h"
 
@@ -170,31 +171,13 @@ void small_eager(std::vector<Row>& rows, Device& gpu) {
 }
 
 void traced_mlp(std::vector<Row>& rows, Device& gpu) {
-  constexpr int64_t kBatch = 256;
-  const std::vector<int64_t> widths = {784, 128, 128, 128, 10};
+  constexpr int64_t kBatch = bench::kMlpBatch;
   try {
     DeviceScope scope("/gpu:0");
-    std::vector<Variable> weights, biases;
-    for (size_t i = 0; i + 1 < widths.size(); ++i) {
-      weights.emplace_back(random::normal({widths[i], widths[i + 1]}, 0, 0.05, int64_t(i)), "w" + std::to_string(i));
-      biases.emplace_back(zeros({widths[i + 1]}), "b" + std::to_string(i));
-    }
-    optim::SGD sgd(0.01);
+    bench::WeftMlp mlp;
     Tensor x = random::normal({kBatch, 784}, 0, 1, 11);
     Tensor y = cast(random::uniform({kBatch}, 0, 9.99, 12), int32);
-    auto step = function([&](Tensor xb, Tensor yb) {
-      GradientTape tape;
-      Tensor h = xb;
-      for (size_t i = 0; i < weights.size(); ++i) {
-        h = add(matmul(h, weights[i]), biases[i]);
-        if (i + 1 < weights.size()) h = relu(h);
-      }
-      Tensor loss = nn::sparse_softmax_cross_entropy(yb, h);
-      std::vector<Variable> vars = weights;
-      vars.insert(vars.end(), biases.begin(), biases.end());
-      sgd.apply_gradients(tape.gradient(loss, vars), vars);
-      return loss;
-    });
+    auto step = function([&](Tensor xb, Tensor yb) { return mlp.train_step(xb, yb); });
     const float first = step(x, y).item<float>();
     const double w = bench::seconds_per_call([&] { step(x, y).item<float>(); }, 100);
     const float last = step(x, y).item<float>();

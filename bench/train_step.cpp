@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/weft_mlp.h"
 #include "weft/weft.h"
 
 #ifdef WEFT_HAVE_TORCH
@@ -17,32 +18,8 @@ using weft::bench::fmt;
 
 namespace {
 
-constexpr int64_t kBatch = 256;
-const std::vector<int64_t> kWidths = {784, 128, 128, 128, 10};
-
-struct WeftMlp {
-  std::vector<Variable> weights, biases;
-  optim::SGD sgd{0.01};
-  WeftMlp() {
-    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
-      weights.emplace_back(random::normal({kWidths[i], kWidths[i + 1]}, 0, 0.05, int64_t(i)), "w" + std::to_string(i));
-      biases.emplace_back(zeros({kWidths[i + 1]}), "b" + std::to_string(i));
-    }
-  }
-  float step(const Tensor& x, const Tensor& y) {
-    GradientTape tape;
-    Tensor h = x;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      h = add(matmul(h, weights[i]), biases[i]);
-      if (i + 1 < weights.size()) h = relu(h);
-    }
-    Tensor loss = nn::sparse_softmax_cross_entropy(y, h);
-    std::vector<Variable> vars = weights;
-    vars.insert(vars.end(), biases.begin(), biases.end());
-    sgd.apply_gradients(tape.gradient(loss, vars), vars);
-    return loss.item<float>();
-  }
-};
+using bench::WeftMlp;
+constexpr int64_t kBatch = bench::kMlpBatch;
 
 }  // namespace
 

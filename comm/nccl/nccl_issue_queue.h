@@ -56,15 +56,6 @@ class NcclIssueQueue {
     drain(lock);
   }
 
-  // Takes `key` out of the queue when it still waits there (true): the caller completes it.
-  bool withdraw(const CollectiveInstanceKey& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const Item& i) { return i.key == key; });
-    if (it == waiting_.end()) return false;
-    waiting_.erase(it);
-    return true;
-  }
-
   // Closes the queue for good and fails everything waiting with `error` (an aborted communicator).
   void fail_all(std::exception_ptr error) {
     std::vector<Item> failed;

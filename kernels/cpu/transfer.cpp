@@ -10,8 +10,8 @@
 //
 // These kernels are the same host code on every device type; they are registered for CPU and CUDA
 // here, in one place.
+#include "comm/collective_executor.h"
 #include "kernels/register_all.h"
-#include "runtime/device_name.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/rendezvous.h"
@@ -32,18 +32,12 @@ void send(KernelContext& ctx) {
   step_rendezvous(ctx).send(rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id()), ctx.input(0));
 }
 
-// Whether two full device names belong to one task (one process).
-bool same_task(const std::string& a, const std::string& b) {
-  const DeviceSpec x = DeviceSpec::parse(a), y = DeviceSpec::parse(b);
-  return x.job == y.job && x.replica == y.replica && x.task == y.task;
-}
-
 // Send on a GPU: within the process the tensor is handed over as it is (the Recv copies it where
 // it needs it); to another process it goes down to host memory first, without holding a thread.
 void send_from_gpu(KernelContext& ctx, AsyncDone done) {
   Rendezvous& r = step_rendezvous(ctx);
   RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
-  if (same_task(key.src_device, key.dst_device)) {
+  if (task_of_device(key.src_device, ctx.op.display) == task_of_device(key.dst_device, ctx.op.display)) {
     r.send(key, ctx.input(0));
     done(nullptr);
     return;

@@ -52,10 +52,15 @@ inline void check_same_shape(KernelContext& ctx, const VariableState& v, const T
 // The variable's value, moved first to ctx's device when that cannot reach it, and with
 // `for_update`, made private to the variable (copied if anything else holds it) so that a kernel
 // may write it in place. The returned handle stays valid until the variable is next assigned.
+// Every read of every step comes here, so only the move, which happens once per variable (its
+// nodes share one device), takes the lock.
 inline const Tensor& placed_value(KernelContext& ctx, VariableState& v, bool for_update) {
-  std::lock_guard<std::mutex> lock(variable_mutex());
-  if (!readable_on(&ctx.device, v.value)) v.value = v.value.to(&ctx.device);
-  else if (for_update && !exclusively_owned(v.value)) v.value = copy_of(v.value);
+  if (!readable_on(&ctx.device, v.value)) {
+    std::lock_guard<std::mutex> lock(variable_mutex());
+    if (!readable_on(&ctx.device, v.value)) v.value = v.value.to(&ctx.device);
+  } else if (for_update && !exclusively_owned(v.value)) {
+    v.value = copy_of(v.value);
+  }
   return v.value;
 }
 

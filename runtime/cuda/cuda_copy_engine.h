@@ -50,8 +50,6 @@ class CudaCopyEngine {
   // stay alive until then. `done` runs exactly once, inline when nothing could be queued.
   void download_async(const void* device_src, void* host_dst, size_t bytes, Done done);
 
-  cudaStream_t stream() const { return copy_; }
-
  private:
   struct Download;
   void order_after_compute();  // the copy stream waits for everything queued on compute so far
