@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cluster/cluster_runtime.h"
+#include "cluster/startup.h"
 #include "cluster/task_server.h"
 #include "comm/collective_executor.h"
 #include "comm/mpi_collectives.h"
@@ -35,42 +37,6 @@ void shut_down_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
-}
-
-// Every task's devices, by cluster name, gathered on the chief as JSON text (small: a line per
-// device). A collective at start-up: every task is at the same point, right after mpirun.
-std::vector<DeviceInfo> gather_devices(MPI_Comm comm, int rank, int size) {
-  nlohmann::json mine = nlohmann::json::array();
-  for (Device* d : local_devices())
-    mine.push_back({{"name", cluster_device_name(*d)},
-                    {"type", device_type_name(d->type())},
-                    {"memory", d->memory_bytes()},
-                    {"cores", d->cores()},
-                    {"description", d->description()}});
-  const std::string text = mine.dump();
-  int length = static_cast<int>(text.size());
-  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      offsets[static_cast<size_t>(r)] = total;
-      total += lengths[static_cast<size_t>(r)];
-    }
-    all.resize(static_cast<size_t>(total));
-  }
-  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, comm);
-  std::vector<DeviceInfo> out;
-  if (rank != 0) return out;
-  for (int r = 0; r < size; ++r) {
-    const auto list = nlohmann::json::parse(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
-                                                       static_cast<size_t>(lengths[static_cast<size_t>(r)])));
-    for (const auto& d : list)
-      out.push_back({d.at("name").get<std::string>(), d.at("type").get<std::string>(), d.at("memory").get<int64_t>(),
-                     d.at("cores").get<int>(), d.at("description").get<std::string>()});
-  }
-  return out;
 }
 
 [[noreturn]] void fail_everywhere(const std::string& message) {
@@ -115,11 +81,16 @@ namespace cluster {
 
 Cluster init(int& argc, char**& argv) {
   if (g_runtime) return cluster_from_runtime(g_runtime);
+  // Bounds all of start-up, MPI_Init included: a process of the job that died before joining
+  // ends the job with a report instead of a hang (cluster/startup.h).
+  std::optional<StartupWatchdog> watchdog;
+  watchdog.emplace(StartupWatchdog::timeout_from_environment(), StartupWatchdog::rank_from_environment());
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
   if (!initialized) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   else MPI_Query_thread(&provided);
+  watchdog->mpi_ready();
   if (provided < MPI_THREAD_MULTIPLE)
     fail_everywhere("[cluster] MPI gives thread level " + std::to_string(provided) +
                     "; weft needs MPI_THREAD_MULTIPLE (is this Open MPI built with thread support?)");
@@ -139,20 +110,25 @@ Cluster init(int& argc, char**& argv) {
   set_local_task(task.job, task.index);
   if (task.devices.logical_cpus && !local_devices_created()) set_logical_cpus(*task.devices.logical_cpus);
   register_builtin_ops();
+  std::vector<DeviceInfo> devices = exchange_device_reports(*spec, rank, *watchdog);
 
   // Control, tensors and collectives each on a communicator of their own. Collectives get a parent
   // that only ever makes their communicator (now, and again at each reset: comm/mpi_collectives.h).
+  watchdog->waiting_for(rank == spec->chief_rank()
+                           ? "every task reported its devices, but making the cluster's communicators did not finish "
+                             "(a task died since?)"
+                           : "making the cluster's communicators did not finish (the chief or another task died?)");
   MPI_Comm control, data, collectives_parent;
   MPI_Comm_dup(MPI_COMM_WORLD, &control);
   MPI_Comm_dup(MPI_COMM_WORLD, &data);
   MPI_Comm_dup(MPI_COMM_WORLD, &collectives_parent);
-  std::vector<DeviceInfo> devices = gather_devices(control, rank, size);
   g_runtime = new ClusterRuntime(std::move(*spec), rank, control, data);
   g_runtime->devices = std::move(devices);
   std::vector<std::string> task_names;
   for (int r = 0; r < size; ++r) task_names.push_back(g_runtime->task_name(r));
   set_process_collectives(
       std::make_unique<CollectiveExecutor>(std::make_unique<MpiCollectives>(collectives_parent, std::move(task_names))));
+  watchdog.reset();  // started: from here on, liveness and step deadlines bound every wait
 
   if (rank != g_runtime->spec().chief_rank()) {
     {

@@ -8,6 +8,14 @@
 // must notice the silence and end the job (they print why). With WEFT_TEST_PROFILE=1 the chief
 // starts and stops the profiler instead of running steps: gathering the timeline must end the
 // same way, with the lost task named.
+//
+// Deaths during start-up (cluster/startup.h), with WEFT_STARTUP_TIMEOUT_MS=3000:
+// - WEFT_TEST_DIES_BEFORE_JOINING=1: rank 2 dies before MPI_Init; the others are held in MPI_Init
+//   until their start-up watchdogs end the job.
+// - WEFT_TEST_DIES_IN_STARTUP=RANK: every process initialises MPI itself (as a program that uses
+//   MPI before weft does), then RANK dies before cluster::init; the chief names the task whose
+//   device report never came (RANK 2), or the tasks report that start-up did not finish (RANK 0).
+#include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,12 +31,23 @@
 
 int main(int argc, char** argv) {
   using namespace weft;
+  const char* rank_text = std::getenv("OMPI_COMM_WORLD_RANK");
+  const int rank = rank_text ? std::atoi(rank_text) : 0;
+  if (std::getenv("WEFT_TEST_DIES_BEFORE_JOINING") && rank == 2) ::kill(::getpid(), SIGKILL);
+  if (const char* dies = std::getenv("WEFT_TEST_DIES_IN_STARTUP")) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rank == std::atoi(dies)) ::kill(::getpid(), SIGKILL);
+    (void)cluster::init(argc, argv);
+    std::cout << "WRONG: start-up finished without a task" << std::endl;
+    return 1;
+  }
   // The clock starts when rank 2 is well into cluster::init (its devices are made just before
   // the tasks' device reports), not at process start: the test is about a task lost mid-step.
   // Counted from process start, a slow start-up (the sanitizer build on a loaded machine) let the
   // kill land inside start-up, which then waits on the dead task without bound: an open defect,
   // reproduced by killing a task 0.2 s after start (stop-15 note).
-  if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r && std::atoi(r) == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES"))
+  if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES"))
     std::thread([] {
       while (!local_devices_created()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));

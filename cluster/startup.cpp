@@ -1,0 +1,127 @@
+#include "cluster/startup.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cluster/cluster_spec.h"
+
+namespace weft {
+
+namespace {
+
+// The chief speaks first: see startup.h.
+constexpr std::chrono::milliseconds kTaskGrace{2000};
+// A tag of weft's own on MPI_COMM_WORLD, used only before cluster::init returns.
+constexpr int kDeviceReportTag = 0x7765;  // "we"
+
+std::string device_report_text() {
+  nlohmann::json mine = nlohmann::json::array();
+  for (Device* d : local_devices())
+    mine.push_back({{"name", cluster_device_name(*d)},
+                    {"type", device_type_name(d->type())},
+                    {"memory", d->memory_bytes()},
+                    {"cores", d->cores()},
+                    {"description", d->description()}});
+  return mine.dump();
+}
+
+void append_devices(const std::string& text, std::vector<DeviceInfo>& out) {
+  for (const auto& d : nlohmann::json::parse(text))
+    out.push_back({d.at("name").get<std::string>(), d.at("type").get<std::string>(), d.at("memory").get<int64_t>(),
+                   d.at("cores").get<int>(), d.at("description").get<std::string>()});
+}
+
+}  // namespace
+
+StartupWatchdog::StartupWatchdog(std::chrono::milliseconds timeout, int rank) : timeout_(timeout), rank_(rank) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + (rank_ > 0 ? kTaskGrace : std::chrono::milliseconds(0));
+  thread_ = std::thread([this, deadline] { watch(deadline); });
+}
+
+StartupWatchdog::~StartupWatchdog() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StartupWatchdog::waiting_for(std::string what) {
+  std::lock_guard lock(mu_);
+  waiting_for_ = std::move(what);
+}
+
+void StartupWatchdog::mpi_ready() {
+  std::lock_guard lock(mu_);
+  mpi_ready_ = true;
+}
+
+void StartupWatchdog::watch(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  if (cv_.wait_until(lock, deadline, [&] { return done_; })) return;
+  // One write: the reports of several tasks reach mpirun's output whole.
+  const std::string line = "weft: [cluster] start-up did not finish within " + std::to_string(timeout_.count()) +
+                           " ms (rank " + std::to_string(rank_) + "): " + waiting_for_ +
+                           "; ending the job (WEFT_STARTUP_TIMEOUT_MS sets the limit)\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  std::fflush(stdout);
+  // The main thread is blocked inside MPI for good; nothing it holds needs unwinding.
+  if (mpi_ready_) MPI_Abort(MPI_COMM_WORLD, 15);
+  std::_Exit(1);
+}
+
+std::chrono::milliseconds StartupWatchdog::timeout_from_environment() {
+  if (const char* t = std::getenv("WEFT_STARTUP_TIMEOUT_MS"); t && std::atoll(t) > 0)
+    return std::chrono::milliseconds(std::atoll(t));
+  return std::chrono::seconds(30);
+}
+
+int StartupWatchdog::rank_from_environment() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* r = std::getenv(name); r && *r) return std::atoi(r);
+  return -1;
+}
+
+std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog) {
+  const int chief = spec.chief_rank();
+  std::string mine = device_report_text();
+  if (rank != chief) {
+    watchdog.waiting_for("sending this task's device report to the chief");
+    MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, chief, kDeviceReportTag, MPI_COMM_WORLD);
+    return {};
+  }
+  const int n = spec.num_tasks();
+  std::vector<std::string> reports(static_cast<size_t>(n));
+  reports[static_cast<size_t>(chief)] = std::move(mine);
+  std::set<int> missing;
+  for (int r = 0; r < n; ++r)
+    if (r != chief) missing.insert(r);
+  while (!missing.empty()) {
+    std::string names;
+    for (int r : missing) {
+      if (names.size() > 400) {
+        names += " and " + std::to_string(missing.size()) + " in all";
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + spec.task(r).name() + " (rank " + std::to_string(r) + ")";
+    }
+    watchdog.waiting_for("no device report from " + names + ": died, or stuck, before cluster::init?");
+    MPI_Status status;
+    MPI_Probe(MPI_ANY_SOURCE, kDeviceReportTag, MPI_COMM_WORLD, &status);
+    int length = 0;
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string text(static_cast<size_t>(length), '\0');
+    MPI_Recv(text.data(), length, MPI_CHAR, status.MPI_SOURCE, kDeviceReportTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    reports[static_cast<size_t>(status.MPI_SOURCE)] = std::move(text);
+    missing.erase(status.MPI_SOURCE);
+  }
+  std::vector<DeviceInfo> out;
+  for (const std::string& text : reports) append_devices(text, out);
+  return out;
+}
+
+}  // namespace weft
