@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -17,6 +18,30 @@
 namespace weft {
 
 namespace {
+
+// How many processes of this job the launcher started on this host (1 when it says nothing).
+int local_processes_from_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) return std::atoi(v);
+  return 1;
+}
+
+constexpr const char* kThreadsVar = "WEFT_NUM_THREADS";
+
+// WEFT_NUM_THREADS, 0 when unset. Read while the host topology is first made, where no error can
+// be raised to a caller that could handle it: a malformed value is reported and ignored.
+int threads_from_environment() {
+  const char* value = std::getenv(kThreadsVar);
+  if (!value || !*value) return 0;
+  std::string_view v(value);
+  int n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 4096) {
+    std::fprintf(stderr, "weft: [device] %s='%s' is not a thread count from 1 to 4096; ignored\n", kThreadsVar, value);
+    return 0;
+  }
+  return n;
+}
 
 HostTopology read_topology() {
   HostTopology t;
@@ -31,8 +56,22 @@ HostTopology read_topology() {
     t.numa_nodes = numa > 0 ? numa : 1;
     hwloc_obj_t root = hwloc_get_root_obj(topo);
     if (root) t.memory_bytes = static_cast<int64_t>(root->total_memory);
+    t.usable_cores = t.physical_cores;
+    if (hwloc_bitmap_t bound = hwloc_bitmap_alloc()) {
+      if (hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound)) {
+        // Cores with at least one hardware thread in the binding.
+        const int n = hwloc_get_nbobjs_inside_cpuset_by_type(topo, bound, HWLOC_OBJ_CORE);
+        int partial = 0;
+        for (hwloc_obj_t core = nullptr; (core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core));)
+          if (hwloc_bitmap_intersects(core->cpuset, bound)) ++partial;
+        t.usable_cores = std::max({n, partial, 1});
+      }
+      hwloc_bitmap_free(bound);
+    }
   }
   hwloc_topology_destroy(topo);
+  t.usable_cores = cores_for_this_process(t.physical_cores, std::min(t.usable_cores, t.physical_cores),
+                                          local_processes_from_launcher(), threads_from_environment());
   // hwloc's root total can under-report (or be 0) where it cannot read NUMA memory, e.g. in some
   // containers; the kernel's page count is always there.
   long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
@@ -47,7 +86,7 @@ class CpuDevice final : public Device {
   CpuDevice(int index, int count) : Device(local_device_name(DeviceType::CPU, index), DeviceType::CPU, index) {
     const HostTopology& t = host_topology();
     memory_bytes_ = t.memory_bytes;
-    cores_ = std::max(1, t.physical_cores / count);
+    cores_ = std::max(1, t.usable_cores / count);
     count_ = count;
     pool_ = std::make_unique<ThreadPool>(cores_);
   }
@@ -58,6 +97,8 @@ class CpuDevice final : public Device {
     if (count_ > 1)
       s = "logical CPU " + std::to_string(index_) + " of " + std::to_string(count_) + ", " + std::to_string(cores_) +
           " thread(s) of the host's " + s;
+    else if (t.usable_cores != t.physical_cores)
+      s = std::to_string(cores_) + " thread(s) of the host's " + s;
     return s;
   }
   Allocator& allocator() override { return CpuAllocator::instance(); }
@@ -118,6 +159,13 @@ DeviceSet& device_set() {
 }
 
 }  // namespace
+
+int cores_for_this_process(int machine_cores, int bound_cores, int local_processes, int threads_override) {
+  if (threads_override > 0) return threads_override;
+  machine_cores = std::max(1, machine_cores);
+  if (bound_cores > 0 && bound_cores < machine_cores) return bound_cores;
+  return std::max(1, machine_cores / std::max(1, local_processes));
+}
 
 const HostTopology& host_topology() {
   static const HostTopology t = read_topology();

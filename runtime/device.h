@@ -74,7 +74,7 @@ const std::vector<Device*>& local_devices();
 // /cpu:0, the device of tensors made without one.
 Device* cpu_device();
 // Splits the host into n logical CPU devices, /cpu:0 ... /cpu:n-1, each with its own intra-op
-// pool of physical_cores / n threads (at least one) and all sharing the host allocator, so
+// pool of usable_cores / n threads (at least one) and all sharing the host allocator, so
 // placement, partitioning and transfers run on machines without GPUs. Call it before the devices
 // are first used; it overrides WEFT_LOGICAL_CPUS. InvalidArgument when n is outside
 // [1, kMaxLogicalCpus]; FailedPrecondition when the devices already exist with another count.
@@ -100,12 +100,25 @@ std::string cluster_device_name(const Device& device);
 
 // Facts about the host used to size pools; read with hwloc.
 struct HostTopology {
-  int physical_cores = 1;
+  int physical_cores = 1;  // the machine's
   int logical_cores = 1;
   int numa_nodes = 1;
   int64_t memory_bytes = 0;
+  // The cores this process keeps busy, which size its pools (see cores_for_this_process).
+  int usable_cores = 1;
 };
 const HostTopology& host_topology();
+
+// The cores a process uses, so that the processes of one job on one host do not oversubscribe it
+// (with 2 ranks on 2 cores, each running 2 threads, their products took twice as long):
+// - `threads_override` (WEFT_NUM_THREADS; 0 when unset) wins;
+// - a process bound to fewer cores than the machine has (mpirun binds each of up to 2 ranks to a
+//   core) uses the cores of its binding;
+// - an unbound process shares the machine's cores with the other processes of its job on this host
+//   (`local_processes`, from the launcher: OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
+//   SLURM_NTASKS_PER_NODE), at least one each, as torchrun gives each of several processes per
+//   node one OpenMP thread.
+int cores_for_this_process(int machine_cores, int bound_cores, int local_processes, int threads_override);
 
 // Creates the CUDA devices of this process (none when built without CUDA or without a GPU).
 std::vector<std::unique_ptr<Device>> create_cuda_devices();

@@ -49,7 +49,7 @@ void InterOpPool::loop() {
 }
 
 InterOpPool& inter_op_pool() {
-  static InterOpPool* pool = new InterOpPool(host_topology().physical_cores);  // never destroyed: threads may outlive statics
+  static InterOpPool* pool = new InterOpPool(host_topology().usable_cores);  // never destroyed: threads may outlive statics
   return *pool;
 }
 

@@ -14,6 +14,8 @@ struct UnaryCase {
   const char* node;  // the graph op
   Tensor (*fn)(const Tensor&);
 };
+// Names the case in test listings (else gtest prints its bytes, pointers included).
+void PrintTo(const UnaryCase& c, std::ostream* os) { *os << c.name; }
 
 const UnaryCase kUnary[] = {
     {"neg", "Neg", [](const Tensor& x) { return neg(x); }},
@@ -51,6 +53,8 @@ struct BinaryCase {
   double b_lo = -1000, b_hi = 1000;
   double lo = -1000, hi = 1000;
 };
+// Names the case in test listings (else gtest prints its bytes, pointers included).
+void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
 
 const BinaryCase kBinary[] = {
     {"add", "Add", [](const Tensor& a, const Tensor& b) { return add(a, b); }},

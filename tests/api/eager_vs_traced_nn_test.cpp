@@ -17,6 +17,8 @@ struct ReduceCase {
   Tensor (*fn)(const Tensor&, const std::vector<int64_t>&, bool);
   bool needs_elements;  // max and min have no identity: no reducing over an empty axis
 };
+// Names the case in test listings (else gtest prints its bytes, pointers included).
+void PrintTo(const ReduceCase& c, std::ostream* os) { *os << c.name; }
 
 const ReduceCase kReduce[] = {
     {"reduce_sum", "Sum", [](const Tensor& x, const std::vector<int64_t>& a, bool k) { return reduce_sum(x, a, k); },
@@ -116,6 +118,8 @@ struct ActivationCase {
   const char* node;
   Tensor (*fn)(const Tensor&);
 };
+// Names the case in test listings (else gtest prints its bytes, pointers included).
+void PrintTo(const ActivationCase& c, std::ostream* os) { *os << c.name; }
 
 const ActivationCase kActivations[] = {
     {"relu", "Relu", [](const Tensor& x) { return relu(x); }},

@@ -34,6 +34,22 @@ TEST(Cluster, KnowsEveryTaskAndItsDevices) {
   EXPECT_EQ(list_devices().size(), g_cluster->devices().size());
 }
 
+// The tasks mpirun starts on one machine share its cores instead of each sizing its pools to
+// all of them (runtime/device.h, cores_for_this_process).
+TEST(Cluster, TasksOnOneHostShareItsCores) {
+  if (std::getenv("WEFT_NUM_THREADS")) GTEST_SKIP() << "WEFT_NUM_THREADS sets the threads by hand";
+  // Tasks on one host by the launcher's count (the simulated-hosts run puts one per "host").
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  ASSERT_NE(local, nullptr) << "run under Open MPI's mpirun";
+  const HostTopology& host = host_topology();
+  const int share = std::max(1, host.physical_cores / std::max(1, std::atoi(local)));
+  for (const DeviceInfo& d : g_cluster->devices()) {
+    if (d.type != "CPU") continue;
+    EXPECT_GE(d.cores, 1) << d.name;
+    EXPECT_LE(d.cores, share) << d.name << ": " << d.description;
+  }
+}
+
 // A two-layer model with layer 1 on task 1 and layer 2 on task 2, trained TF1-style. Its
 // initial values are unseeded, and each layer adds unseeded noise to its weights on every step:
 // the keys of those draws come from the chief's seed sequence when the graph is compiled, and

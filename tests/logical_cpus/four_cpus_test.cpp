@@ -56,7 +56,7 @@ const OpDef& which_device_op() {
 TEST_F(FourCpus, ListsFourCpuDevicesFirst) {
   std::vector<DeviceInfo> devices = list_devices();
   ASSERT_GE(devices.size(), 4u);
-  int cores = std::max(1, host_topology().physical_cores / 4);
+  int cores = std::max(1, host_topology().usable_cores / 4);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(devices[i].name, cpu_name(i));
     EXPECT_EQ(devices[i].type, "CPU");
