@@ -77,8 +77,7 @@ class MpiRendezvous::Impl {
   // Progress thread.
   void run();
   void post_header_recv();
-  bool start_queued_sends();
-  void start_send(const TransferPtr& t);
+  bool adopt_started_sends();
   bool test_requests();
   void on_header(const MPI_Status& status, int error);
   void on_complete(const TransferPtr& t);
@@ -87,6 +86,8 @@ class MpiRendezvous::Impl {
   // `expected` is the byte count a payload receive must get (-1 for a send).
   void add_request(MPI_Request r, TransferPtr owner, int expected = -1);
   void cancel_everything();
+  // Any thread: MPI_Isend of a send's header and payload; the requests go to `out`.
+  void start_send(const TransferPtr& t, std::vector<MPI_Request>& out);
 
   MPI_Comm comm_;
   std::function<int(std::string_view)> rank_of_;
@@ -109,7 +110,10 @@ class MpiRendezvous::Impl {
   // bounded window, since step ids only grow.
   std::unordered_set<int64_t> cleaned_;
   std::deque<int64_t> cleaned_order_;
-  std::vector<TransferPtr> queued_;  // sends not started yet
+  // Sends started by the threads that made them, for the progress thread to test: a send is on
+  // the wire at once, without waiting for the progress thread to be scheduled (on a core shared
+  // with a busy kernel thread that took milliseconds).
+  std::vector<std::pair<MPI_Request, TransferPtr>> started_;
   std::vector<uint32_t> next_tag_;   // per destination rank
 
   // The progress thread's own state (and the destructor's, once the thread has ended).
@@ -166,6 +170,7 @@ MpiRendezvous::Impl::~Impl() {
   }
   wake_.notify_all();
   thread_.join();
+  adopt_started_sends();
   cancel_everything();
   // table_'s destructor fails the recvs still waiting with FailedPrecondition.
 }
@@ -212,7 +217,14 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
     next = next >= static_cast<uint32_t>(tag_ub_) ? 1 : next + 1;
     t->header.tag = next;
     t->header_bytes = mpi_wire::encode_header(t->header);
-    queued_.push_back(std::move(t));
+  }
+  // MPI is called outside the lock: the progress thread, and with it aborts, never wait on a
+  // send that MPI is slow to take.
+  std::vector<MPI_Request> requests;
+  start_send(t, requests);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (MPI_Request r : requests) started_.emplace_back(r, t);
   }
   wake_.notify_one();
 }
@@ -233,26 +245,19 @@ void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done
 
 void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
   check_error(error, "start_abort");
-  std::vector<TransferPtr> dropped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) aborted_ = error;
-    dropped.swap(queued_);
   }
   table_.start_abort(error);
 }
 
 void MpiRendezvous::Impl::abort_step(int64_t step_id, std::exception_ptr error) {
   check_error(error, "abort_step");
-  std::vector<TransferPtr> dropped;  // released outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_steps_.emplace(step_id, error);  // the first abort of a step wins
-    // Sends not started yet are simply not sent; started ones complete and the peer drops them.
-    auto keep = std::stable_partition(queued_.begin(), queued_.end(),
-                                      [&](const TransferPtr& t) { return t->header.key.step_id != step_id; });
-    dropped.assign(std::make_move_iterator(keep), std::make_move_iterator(queued_.end()));
-    queued_.erase(keep, queued_.end());
+    // Sends already made complete and the peer drops them; later ones of the step are refused.
   }
   table_.abort_step(step_id, error);
 }
@@ -278,18 +283,13 @@ void MpiRendezvous::Impl::run() {
   ProgressPacer::shorten_timer_slack();
   ProgressPacer pacer;
   while (true) {
-    bool busy = start_queued_sends();
+    bool busy = adopt_started_sends();
     busy |= test_requests();
     // Payloads in flight need MPI's progress on this side too (a large message's handshake).
     const bool in_flight = requests_.size() > 1;
     std::unique_lock<std::mutex> lock(mu_);
-    if (stop_) {
-      // Sends made just before the destructor still go: the destructor gives them a moment.
-      lock.unlock();
-      start_queued_sends();
-      return;
-    }
-    if (busy || !queued_.empty()) {
+    if (stop_) return;  // the destructor adopts what is left and gives sends a moment
+    if (busy || !started_.empty()) {
       pacer.traffic();
       continue;
     }
@@ -298,7 +298,7 @@ void MpiRendezvous::Impl::run() {
       std::this_thread::yield();
       continue;
     }
-    wake_.wait_for(lock, pacer.nap(in_flight), [&] { return stop_ || !queued_.empty(); });
+    wake_.wait_for(lock, pacer.nap(in_flight), [&] { return stop_ || !started_.empty(); });
   }
 }
 
@@ -318,17 +318,17 @@ void MpiRendezvous::Impl::add_request(MPI_Request r, TransferPtr owner, int expe
   expected_.push_back(expected);
 }
 
-bool MpiRendezvous::Impl::start_queued_sends() {
-  std::vector<TransferPtr> sends;
+bool MpiRendezvous::Impl::adopt_started_sends() {
+  std::vector<std::pair<MPI_Request, TransferPtr>> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sends.swap(queued_);
+    sends.swap(started_);
   }
-  for (const TransferPtr& t : sends) start_send(t);
+  for (auto& [r, t] : sends) add_request(r, std::move(t));
   return !sends.empty();
 }
 
-void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
+void MpiRendezvous::Impl::start_send(const TransferPtr& t, std::vector<MPI_Request>& out) {
   auto fail = [&](int rc) {
     // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
     // error handling sees it.
@@ -342,7 +342,7 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
                      kMpiRendezvousHeaderTag, comm_, &r);
   if (rc != MPI_SUCCESS) return fail(rc);
   ++t->outstanding;
-  add_request(r, t);
+  out.push_back(r);
   const uint64_t chunk = t->header.chunk_bytes;
   auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
   for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
@@ -350,7 +350,7 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
     rc = MPI_Isend(base + off, count, MPI_BYTE, t->peer, static_cast<int>(t->header.tag), comm_, &r);
     if (rc != MPI_SUCCESS) return fail(rc);
     ++t->outstanding;
-    add_request(r, t);
+    out.push_back(r);
   }
 }
 

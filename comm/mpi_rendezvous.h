@@ -12,8 +12,10 @@
 // the payload straight from the tensor's buffer (no copy); the receiver's progress thread reads
 // headers from any rank and posts the payload's receive into a new tensor of the announced dtype
 // and shape. Payloads above MPI's count limit (2^31 - 1 elements of a datatype) travel in several
-// messages. Every MPI call is made by the progress thread, which never waits in MPI: it tests
-// its requests and sleeps briefly between rounds, so an abort is always seen.
+// messages. A send's MPI_Isend calls are made by the thread that sends (outside the
+// rendezvous's lock), so the tensor is on the wire at once, even when the progress thread shares a
+// core with a busy kernel thread; every other MPI call is the progress thread's, which never waits
+// in MPI: it tests every request and sleeps briefly between rounds, so an abort is always seen.
 //
 // A dead peer is not detected here (MPI cannot tell): the cluster's liveness check calls
 // start_abort or abort_step, which fails every pending recv of the rendezvous or step.
