@@ -4,6 +4,7 @@
 #include <set>
 
 #include "runtime/device.h"
+#include "runtime/device_transfer.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
 
@@ -107,6 +108,8 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
     s.async = kernel.async;
     s.track = &timeline_track(*s.device);
     if (s.async) s.async_slot = num_async_++;
+    if (n.type() == "Const")
+      if (const Tensor& value = n.attrs.get<Tensor>("value"); !readable_on(s.device, value)) s.preloaded = value.to(s.device);
     if (n.op->has(kRandom)) s.run_counter = num_counted++;
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
@@ -255,7 +258,9 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
       timeline_start = timeline::now_us();
     const uint64_t execution =
         s.run_counter < 0 ? 0 : run_counts_[s.run_counter].fetch_add(1, std::memory_order_relaxed);
-    if (s.static_shapes) {
+    if (s.preloaded.defined()) {
+      outs[0] = s.preloaded;
+    } else if (s.static_shapes) {
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
                  &st.ctx, reuse ? s.reuse_input : -1, execution);
     } else {

@@ -33,6 +33,9 @@ struct Executor::Step {
   std::vector<int32_t> successors;  // plan indices, one entry per edge (data or control)
   int32_t pending = 0;              // edges into this step from planned steps
   const std::string* track = nullptr;  // the timeline's track: the device's full name
+  // A Const on a device that cannot read its host value (a GPU): the value there, uploaded once
+  // when the executor is made instead of on every run. Held here, so no kernel writes over it.
+  Tensor preloaded;
 };
 
 class Executor::Context final : public RunContext {

@@ -13,8 +13,9 @@ namespace weft::cpu {
 
 namespace {
 
-// The captured value, on the node's device (a copy each run where that is a GPU: the attribute
-// holds a host tensor).
+// The captured value, on the node's device. Where that is a GPU, executors upload it once when
+// they are made (Executor::Step::preloaded) and do not call this; eager and other callers get a
+// copy each time.
 void constant(KernelContext& ctx) {
   const Tensor& value = ctx.attrs.get<Tensor>("value");
   ctx.output(0) = readable_on(&ctx.device, value) ? value : value.to(&ctx.device);

@@ -1,6 +1,7 @@
 // GPU kernels against the CPU. Skipped on machines without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -80,6 +81,28 @@ TEST(Gpu, SessionOverCpuAndGpuGivesTheCpusResults) {
     const std::vector<float> have = got.to_vector<float>();
     ASSERT_EQ(have.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(have[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << i;
+  }
+}
+
+// A Const on the GPU is uploaded once, when the step's executor is made, and the same buffer
+// serves every run: a consumer that may write over an input it holds alone (relu) must not
+// write over it, so every run gives relu(c) + x again.
+TEST(Gpu, AConstOnTheGpuServesEveryRunUnchanged) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  const std::vector<float> cv = ref::random_values<float>(256, 30, -2, 2);
+  Graph g;
+  Tensor x, y;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {256}, "x");
+    DeviceScope on("/gpu:0");
+    y = relu(constant(cv, Shape{256})) + x;
+  }
+  Session sess(g);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> xv = ref::random_values<float>(256, 40 + step, -1, 1);
+    const std::vector<float> have = sess.run({{x, constant(xv, Shape{256})}}, {y})[0].to_vector<float>();
+    for (size_t i = 0; i < cv.size(); ++i) ASSERT_EQ(have[i], std::max(cv[i], 0.f) + xv[i]) << "step " << step << ", " << i;
   }
 }
 
