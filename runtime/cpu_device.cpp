@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "runtime/device.h"
@@ -26,6 +27,14 @@ int local_processes_from_launcher() {
   return 1;
 }
 
+// A whole number from 1 to `max` in `text`, else nullopt.
+std::optional<int> parse_count(std::string_view text, int max) {
+  int n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > max) return std::nullopt;
+  return n;
+}
+
 constexpr const char* kThreadsVar = "WEFT_NUM_THREADS";
 
 // WEFT_NUM_THREADS, 0 when unset. Read while the host topology is first made, where no error can
@@ -33,14 +42,9 @@ constexpr const char* kThreadsVar = "WEFT_NUM_THREADS";
 int threads_from_environment() {
   const char* value = std::getenv(kThreadsVar);
   if (!value || !*value) return 0;
-  std::string_view v(value);
-  int n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 4096) {
-    std::fprintf(stderr, "weft: [device] %s='%s' is not a thread count from 1 to 4096; ignored\n", kThreadsVar, value);
-    return 0;
-  }
-  return n;
+  const std::optional<int> n = parse_count(value, 4096);
+  if (!n) std::fprintf(stderr, "weft: [device] %s='%s' is not a thread count from 1 to 4096; ignored\n", kThreadsVar, value);
+  return n.value_or(0);
 }
 
 HostTopology read_topology() {
@@ -129,14 +133,12 @@ std::atomic<DeviceSet*> g_devices{nullptr};
 int cpus_from_environment() {
   const char* value = std::getenv(kLogicalCpusVar);
   if (!value || !*value) return 1;
-  std::string_view v(value);
-  int n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > kMaxLogicalCpus)
+  const std::optional<int> n = parse_count(value, kMaxLogicalCpus);
+  if (!n)
     throw InvalidArgument(std::string("[") + kLogicalCpusVar + "] environment variable " + kLogicalCpusVar + "='" +
-                          std::string(v) + "' is not a number of logical CPU devices from 1 to " +
+                          value + "' is not a number of logical CPU devices from 1 to " +
                           std::to_string(kMaxLogicalCpus));
-  return n;
+  return *n;
 }
 
 DeviceSet& create_devices() {
