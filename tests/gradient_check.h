@@ -1,5 +1,7 @@
 // Finite-difference gradient checks for tests: compares GradientTape's gradient of
-// sum(f(inputs) * w), for a fixed random weighting w, with central differences in float64.
+// sum(f(inputs) * w), for a fixed random weighting w, with central differences in float64. On
+// each GPU present, the gradient taken there (f and its backward under a DeviceScope) must match
+// the CPU's within the same tolerance.
 //
 //   expect_gradients_match([](const std::vector<Tensor>& x) { return mul(x[0], x[1]); },
 //                          {random::normal({3, 4}, 0, 1, 1, float64), random::normal({4}, 0, 1, 2, float64)});
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_devices.h"
 #include "weft/weft.h"
 
 namespace weft::testing {
@@ -52,6 +55,24 @@ inline void expect_gradients_match(const Fn& f, std::vector<Tensor> inputs, doub
       double numeric = (at(eps) - at(-eps)) / (2 * eps);
       EXPECT_NEAR(got[i], numeric, tol * std::max(1.0, std::abs(numeric)))
           << what << " d/d input " << k << " element " << i;
+    }
+  }
+  for (const std::string& gpu : gpu_device_names()) {
+    std::vector<Tensor> on_gpu;
+    {
+      DeviceScope on(gpu);
+      GradientTape tape;
+      for (const Tensor& x : inputs) tape.watch(x);
+      Tensor y = objective(f, inputs, weights);
+      on_gpu = tape.gradient(y, inputs);
+    }
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!is_floating(inputs[k].dtype())) continue;
+      ASSERT_EQ(on_gpu[k].shape(), inputs[k].shape()) << what << " on " << gpu << " input " << k;
+      const std::vector<double> want = analytic[k].to_vector<double>(), got = on_gpu[k].to_vector<double>();
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
+            << what << " on " << gpu << ": d/d input " << k << " element " << i;
     }
   }
 }

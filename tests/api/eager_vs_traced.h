@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <weft/weft.h>
 
+#include "gpu_devices.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -113,17 +115,6 @@ inline void expect_same_bits(const Tensor& want, const Tensor& got, const std::s
       return;
     }
   }
-}
-
-// The GPUs of this process (none without CUDA or a GPU): each op's check runs on each of them too.
-inline const std::vector<std::string>& gpu_device_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const DeviceInfo& d : list_devices())
-      if (d.type == "GPU") out.push_back(d.name);
-    return out;
-  }();
-  return names;
 }
 
 // op(inputs) traced: the inputs become the function's tensor arguments (placeholders), so the op
