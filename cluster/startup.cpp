@@ -75,9 +75,17 @@ void StartupWatchdog::watch(std::chrono::steady_clock::time_point deadline) {
 }
 
 std::chrono::milliseconds StartupWatchdog::timeout_from_environment() {
-  if (const char* t = std::getenv("WEFT_STARTUP_TIMEOUT_MS"); t && std::atoll(t) > 0)
-    return std::chrono::milliseconds(std::atoll(t));
-  return std::chrono::seconds(30);
+  const char* t = std::getenv("WEFT_STARTUP_TIMEOUT_MS");
+  if (!t || !*t) return std::chrono::seconds(30);
+  char* end = nullptr;
+  const long long ms = std::strtoll(t, &end, 10);
+  if (*end != '\0' || ms <= 0) {
+    // Nothing can be raised this early (MPI is not up, and every task would report it): say so once.
+    std::fprintf(stderr, "weft: [cluster] WEFT_STARTUP_TIMEOUT_MS='%s' is not a positive number of milliseconds; "
+                         "using 30000\n", t);
+    return std::chrono::seconds(30);
+  }
+  return std::chrono::milliseconds(ms);
 }
 
 int StartupWatchdog::rank_from_environment() {
