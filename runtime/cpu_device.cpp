@@ -165,8 +165,9 @@ DeviceSet& device_set() {
 int cores_for_this_process(int machine_cores, int bound_cores, int local_processes, int threads_override) {
   if (threads_override > 0) return threads_override;
   machine_cores = std::max(1, machine_cores);
-  if (bound_cores > 0 && bound_cores < machine_cores) return bound_cores;
-  return std::max(1, machine_cores / std::max(1, local_processes));
+  const int share = std::max(1, machine_cores / std::max(1, local_processes));
+  const int bound = bound_cores > 0 ? std::min(bound_cores, machine_cores) : machine_cores;
+  return std::min(bound, share);
 }
 
 const HostTopology& host_topology() {

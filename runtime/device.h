@@ -112,12 +112,12 @@ const HostTopology& host_topology();
 // The cores a process uses, so that the processes of one job on one host do not oversubscribe it
 // (with 2 ranks on 2 cores, each running 2 threads, their products took twice as long):
 // - `threads_override` (WEFT_NUM_THREADS; 0 when unset) wins;
-// - a process bound to fewer cores than the machine has (mpirun binds each of up to 2 ranks to a
-//   core) uses the cores of its binding;
-// - an unbound process shares the machine's cores with the other processes of its job on this host
-//   (`local_processes`, from the launcher: OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
-//   SLURM_NTASKS_PER_NODE), at least one each, as torchrun gives each of several processes per
-//   node one OpenMP thread.
+// - otherwise the fewer of: the cores of its binding (mpirun binds each of up to 2 ranks to a
+//   core; `bound_cores` 0: unknown) and its share of the machine's cores among the processes of
+//   its job on this host (`local_processes`, from the launcher: OMPI_COMM_WORLD_LOCAL_SIZE,
+//   MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE), at least one, as torchrun gives each of several
+//   processes per node one OpenMP thread. The share also covers ranks bound to a whole socket
+//   each (mpirun's default beyond 2 ranks), which may hold more cores than their share.
 int cores_for_this_process(int machine_cores, int bound_cores, int local_processes, int threads_override);
 
 // Creates the CUDA devices of this process (none when built without CUDA or without a GPU).
