@@ -31,13 +31,14 @@ inline void expect_gradients_match(const Fn& f, std::vector<Tensor> inputs, doub
                                    const std::string& what = "") {
   Tensor probe = f(inputs);
   Tensor weights = random::uniform(probe.shape(), 0.5, 1.5, 1234, float64);
-  std::vector<Tensor> analytic;
-  {
+  // The tape's gradients of the objective, taken where the current DeviceScope puts the ops.
+  auto tape_gradients = [&] {
     GradientTape tape;
     for (const Tensor& x : inputs) tape.watch(x);
     Tensor y = objective(f, inputs, weights);
-    analytic = tape.gradient(y, inputs);
-  }
+    return tape.gradient(y, inputs);
+  };
+  const std::vector<Tensor> analytic = tape_gradients();
   for (size_t k = 0; k < inputs.size(); ++k) {
     if (!is_floating(inputs[k].dtype())) continue;
     ASSERT_EQ(inputs[k].dtype(), DType::Float64) << "gradient checks run in float64";
@@ -61,10 +62,7 @@ inline void expect_gradients_match(const Fn& f, std::vector<Tensor> inputs, doub
     std::vector<Tensor> on_gpu;
     {
       DeviceScope on(gpu);
-      GradientTape tape;
-      for (const Tensor& x : inputs) tape.watch(x);
-      Tensor y = objective(f, inputs, weights);
-      on_gpu = tape.gradient(y, inputs);
+      on_gpu = tape_gradients();
     }
     for (size_t k = 0; k < inputs.size(); ++k) {
       if (!is_floating(inputs[k].dtype())) continue;
