@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cluster/cluster_runtime.h"
