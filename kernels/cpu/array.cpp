@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/copy_util.h"
 #include "kernels/cpu/index_errors.h"
+#include "kernels/cuda/copy_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -72,31 +73,16 @@ void slice_kernel(KernelContext& ctx) {
   if (out.size() == 0) return;
   const auto& begin = ctx.attrs.get<std::vector<int64_t>>("begin");
   const int64_t elem = static_cast<int64_t>(dtype_size(x.dtype()));
-  const int64_t r = x.rank();
 
-  // Merge each dim into its inner neighbour when that neighbour is taken whole: the run it
-  // covers is then contiguous in the input too. Collapsed dims are kept inner first.
-  struct Dim {
-    int64_t size, begin, take;
-  };
-  std::vector<Dim> dims;
-  Dim cur{1, 0, 1};
-  for (int64_t i = r - 1; i >= 0; --i) {
-    const Dim d{x.shape()[i], begin[i], out.shape()[i]};
-    if (cur.begin == 0 && cur.take == cur.size) {
-      cur = {d.size * cur.size, d.begin * cur.size, d.take * cur.size};
-    } else {
-      dims.push_back(cur);
-      cur = d;
-    }
-  }
-  dims.push_back(cur);
+  // Dims merged where the inner neighbour is taken whole, inner first (shared with the CUDA
+  // kernel): dims[0] is the contiguous run.
+  const std::vector<cuda::SliceDim> dims = cuda::merged_slice_dims(x.shape(), begin, out.shape());
 
   const int64_t run = dims[0].take;  // elements per contiguous run
   int64_t base = dims[0].begin;
   int64_t stride = dims[0].size;
   Walk walk;  // over the outer collapsed dims; a: input offset
-  std::vector<Dim> outer(dims.begin() + 1, dims.end());
+  std::vector<cuda::SliceDim> outer(dims.begin() + 1, dims.end());
   std::vector<int64_t> outer_strides(outer.size());
   for (size_t k = 0; k < outer.size(); ++k) {
     outer_strides[k] = stride;

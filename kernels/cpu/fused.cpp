@@ -139,14 +139,8 @@ void fused_elementwise_kernel(KernelContext& ctx) {
   Tensor& out_t = ctx.output(0);
   const int64_t n = out_t.size();
   if (n == 0) return;
-  const auto& program = ctx.attrs.get<std::vector<int64_t>>("program");
-  const int64_t num_registers = ctx.attrs.get<int64_t>("num_registers");
-  const int64_t output = ctx.attrs.get<int64_t>("output");
   const int num_inputs = static_cast<int>(ctx.inputs.size());
-  Instr code[fused::kMaxInstructions];
-  std::string error;
-  const int count = fused::decode_program(program, num_inputs, num_registers, output, code, &error);
-  if (count < 0) ctx.fail(error);
+  const fused::NodeProgram prog = fused::decode_node_program(ctx);
 
   // Inputs: read in place (the output's shape), expanded once per task (one element) or gathered
   // per block (anything else). Broadcast inputs and temporaries share the scratch area.
@@ -181,14 +175,14 @@ void fused_elementwise_kernel(KernelContext& ctx) {
     for (int i = 0; i < num_inputs; ++i) plans.emplace_back(out_t.shape(), std::array<const Shape*, 1>{&ctx.input(i).shape()});
   }
 
-  const int64_t slots = buffered + (num_registers - num_inputs);
+  const int64_t slots = buffered + (prog.num_registers - num_inputs);
   int64_t block = static_cast<int64_t>(kScratchBytes / sizeof(T)) / std::max<int64_t>(slots, 1);
   block = std::min(kMaxBlock, block / kMinBlock * kMinBlock);
   if (block < kMinBlock) block = kMinBlock;  // only with > 250 registers of float64; scratch bound below
   if (block > n) block = n;
   const int64_t blocks = (n + block - 1) / block;
   bool expensive = false;
-  for (int i = 0; i < count; ++i) expensive |= fused::kOpcodes[code[i].op].expensive;
+  for (int i = 0; i < prog.count; ++i) expensive |= fused::kOpcodes[prog.code[i].op].expensive;
   const int64_t grain = std::max<int64_t>(1, (expensive ? kExpensiveGrain : kCheapGrain) / block);
   T* out = static_cast<T*>(out_t.raw_data());
   const bool streaming = use_streaming<T>(n);
@@ -211,7 +205,7 @@ void fused_elementwise_kernel(KernelContext& ctx) {
       reg[i] = buf[i];
       if (kind[i] == Kind::kScalar) std::fill(buf[i], buf[i] + block, data[i][0]);
     }
-    for (int64_t r = num_inputs; r < num_registers; ++r) {
+    for (int64_t r = num_inputs; r < prog.num_registers; ++r) {
       buf[r] = area + block * slot++;
       reg[r] = buf[r];
     }
@@ -223,11 +217,11 @@ void fused_elementwise_kernel(KernelContext& ctx) {
         if (kind[i] == Kind::kFull) reg[i] = data[i] + s;
         else if (kind[i] == Kind::kGeneral) gather(plans[static_cast<size_t>(i)], data[i], s, len, buf[i], idx.data());
       }
-      for (int k = 0; k < count; ++k) {
-        const Instr& in = code[k];
+      for (int k = 0; k < prog.count; ++k) {
+        const Instr& in = prog.code[k];
         run_instr<T>(in.op, buf[in.dst], reg[in.a], in.b >= 0 ? reg[in.b] : nullptr, len);
       }
-      write_out(out + s, reg[output], len, streaming);
+      write_out(out + s, reg[prog.output], len, streaming);
     }
 #if defined(__x86_64__)
     if (streaming) _mm_sfence();

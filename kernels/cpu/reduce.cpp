@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/reduce_loops.h"
+#include "kernels/cuda/reduce_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -179,24 +180,6 @@ void reduce_contiguous(ThreadPool& pool, const T* x, int64_t outer, int64_t n, i
   });
 }
 
-// Which dims of a rank-`rank` input the kernel reduces. The infer function has validated the
-// axes already; this guards a graph that was built or edited without it.
-std::vector<char> reduced_dims(const KernelContext& ctx, int64_t rank) {
-  const AttrValue* attr = ctx.attrs.find("axes");
-  const auto* axes = attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr;
-  const bool all = !axes || axes->empty();
-  std::vector<char> mask(static_cast<size_t>(rank), all ? 1 : 0);
-  if (all) return mask;
-  for (int64_t a : *axes) {
-    const int64_t k = a < 0 ? a + rank : a;
-    if (k < 0 || k >= rank || mask[k])
-      ctx.fail("axis " + std::to_string(a) + " is out of range or repeated for a tensor of rank " +
-               std::to_string(rank));
-    mask[k] = 1;
-  }
-  return mask;
-}
-
 struct DimGroup {
   int64_t size;
   bool reduced;
@@ -219,7 +202,9 @@ void reduce_kernel(KernelContext& ctx) {
   using R = Reducer<T>;
   const Tensor& in = ctx.input(0);
   const Shape& shape = in.shape();
-  const std::vector<char> reduced = reduced_dims(ctx, shape.rank());
+  // Which dims the kernel reduces. The infer function has validated the axes already; this
+  // guards a graph that was built or edited without it (shared with the CUDA kernel).
+  const std::vector<char> reduced = cuda::reduced_mask(ctx, shape);
   int64_t count = 1;
   for (int64_t i = 0; i < shape.rank(); ++i)
     if (reduced[i]) count *= shape[i];

@@ -116,16 +116,11 @@ StridedCopy transpose_copy(const TransposePlan& plan, std::string_view op) {
   return g;
 }
 
-StridedCopy slice_copy(const Shape& in, const std::vector<int64_t>& begin, const Shape& out, std::string_view op) {
-  struct Dim {
-    int64_t size, begin, take;
-  };
-  // Merge each dim into its inner neighbour when that neighbour is taken whole: the run it covers
-  // is then contiguous in the input too. Collected inner first.
-  std::vector<Dim> merged;
-  Dim cur{1, 0, 1};
+std::vector<SliceDim> merged_slice_dims(const Shape& in, const std::vector<int64_t>& begin, const Shape& out) {
+  std::vector<SliceDim> merged;
+  SliceDim cur{1, 0, 1};
   for (int64_t i = in.rank() - 1; i >= 0; --i) {
-    const Dim d{in[i], begin[static_cast<size_t>(i)], out[i]};
+    const SliceDim d{in[i], begin[static_cast<size_t>(i)], out[i]};
     if (cur.begin == 0 && cur.take == cur.size) {
       cur = {d.size * cur.size, d.begin * cur.size, d.take * cur.size};
     } else {
@@ -134,12 +129,17 @@ StridedCopy slice_copy(const Shape& in, const std::vector<int64_t>& begin, const
     }
   }
   merged.push_back(cur);
+  return merged;
+}
+
+StridedCopy slice_copy(const Shape& in, const std::vector<int64_t>& begin, const Shape& out, std::string_view op) {
+  const std::vector<SliceDim> merged = merged_slice_dims(in, begin, out);
 
   StridedCopy g;
   g.n = out.num_elements();
   std::vector<std::pair<int64_t, int64_t>> dims;  // outer first
   int64_t stride = 1;
-  for (const Dim& d : merged) {
+  for (const SliceDim& d : merged) {
     g.base += d.begin * stride;
     // A dim taken once only moves the base; an empty output needs just its element count.
     if (d.take != 1 || g.n == 0) dims.push_back({d.take, stride});

@@ -55,6 +55,14 @@ std::optional<BatchedTranspose> as_batched_transpose(const TransposePlan& plan);
 // The general form of a plan. InvalidArgument("[op] ...") beyond kMaxCopyRank merged dims.
 StridedCopy transpose_copy(const TransposePlan& plan, std::string_view op);
 
+// The dims of a slice of `in` starting at `begin` with output shape `out`, inner first, each merged
+// into its inner neighbour when that neighbour is taken whole (the run it covers is then
+// contiguous in the input too). Shared with the CPU's Slice (kernels/cpu/array.cpp).
+struct SliceDim {
+  int64_t size, begin, take;
+};
+std::vector<SliceDim> merged_slice_dims(const Shape& in, const std::vector<int64_t>& begin, const Shape& out);
+
 // Slice of `in` starting at `begin` with output shape `out` (already validated). Dims taken whole
 // are merged into their outer neighbour; dims of output size 1 only move the base.
 StridedCopy slice_copy(const Shape& in, const std::vector<int64_t>& begin, const Shape& out, std::string_view op);

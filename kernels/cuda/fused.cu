@@ -121,14 +121,8 @@ void fused_kernel(KernelContext& ctx) {
   Tensor& out_t = ctx.output(0);
   const int64_t n = out_t.size();
   if (n == 0) return;
-  const auto& program = ctx.attrs.get<std::vector<int64_t>>("program");
-  const int64_t num_registers = ctx.attrs.get<int64_t>("num_registers");
-  const int64_t output = ctx.attrs.get<int64_t>("output");
   const int num_inputs = static_cast<int>(ctx.inputs.size());
-  Instr code[fused::kMaxInstructions];
-  std::string error;
-  const int count = fused::decode_program(program, num_inputs, num_registers, output, code, &error);
-  if (count < 0) ctx.fail(error);
+  const fused::NodeProgram prog = fused::decode_node_program(ctx);
 
   const Shape& out_shape = out_t.shape();
   std::vector<FusedInput> inputs(static_cast<size_t>(num_inputs));
@@ -158,10 +152,10 @@ void fused_kernel(KernelContext& ctx) {
   }
 
   // [program][inputs] in one device buffer; FusedInput's 8-byte alignment holds after 16-byte Instrs.
-  const size_t program_bytes = sizeof(Instr) * static_cast<size_t>(count);
+  const size_t program_bytes = sizeof(Instr) * static_cast<size_t>(prog.count);
   const size_t bytes = program_bytes + sizeof(FusedInput) * inputs.size();
   std::vector<unsigned char> host(bytes);
-  std::memcpy(host.data(), code, program_bytes);
+  std::memcpy(host.data(), prog.code, program_bytes);
   std::memcpy(host.data() + program_bytes, inputs.data(), sizeof(FusedInput) * inputs.size());
   Tensor table = Tensor::empty(uint8, Shape{static_cast<int64_t>(bytes)}, &ctx.device);
   CudaContext& cu = cuda_context(ctx);
@@ -172,10 +166,9 @@ void fused_kernel(KernelContext& ctx) {
   const auto* d_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(table.raw_data()) +
                                                              program_bytes);
   T* out = static_cast<T*>(out_t.raw_data());
-  const int out_reg = static_cast<int>(output);
-  if (num_registers <= 8) launch<T, 8>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
-  else if (num_registers <= 32) launch<T, 32>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
-  else launch<T, fused::kMaxRegisters>(ctx, d_program, count, d_inputs, num_inputs, out_reg, out, n);
+  if (prog.num_registers <= 8) launch<T, 8>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
+  else if (prog.num_registers <= 32) launch<T, 32>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
+  else launch<T, fused::kMaxRegisters>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
 }
 
 }  // namespace

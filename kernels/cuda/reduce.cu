@@ -322,9 +322,7 @@ template <class R, class T>
 void reduce_kernel(KernelContext& ctx, R r) {
   const Tensor& in = ctx.input(0);
   const Shape& shape = in.shape();
-  const AttrValue* attr = ctx.attrs.find("axes");
-  const std::vector<int64_t>* axes = attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr;
-  const ReducePlan p = reduce_plan(shape, reduced_mask(shape, axes, ctx.op.display), ctx.op.display);
+  const ReducePlan p = reduce_plan(shape, reduced_mask(ctx, shape), ctx.op.display);
   if (p.count == 0 && !R::kHasIdentity)
     ctx.fail("cannot reduce over an empty axis (input shape " + shape.to_string() + "): the reduction has no identity");
   T* y = static_cast<T*>(ctx.output(0).raw_data());

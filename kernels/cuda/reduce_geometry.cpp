@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "runtime/kernel_registry.h"
 
 namespace weft::cuda {
 
@@ -36,6 +37,11 @@ std::vector<char> reduced_mask(const Shape& shape, const std::vector<int64_t>* a
     mask[k] = 1;
   }
   return mask;
+}
+
+std::vector<char> reduced_mask(const KernelContext& ctx, const Shape& shape) {
+  const AttrValue* attr = ctx.attrs.find("axes");
+  return reduced_mask(shape, attr ? std::get_if<std::vector<int64_t>>(attr) : nullptr, ctx.op.display);
 }
 
 ReducePlan reduce_plan(const Shape& shape, const std::vector<char>& reduced, std::string_view op) {

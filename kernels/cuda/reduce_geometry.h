@@ -15,6 +15,10 @@
 
 #include "runtime/shape.h"
 
+namespace weft {
+struct KernelContext;
+}
+
 namespace weft::cuda {
 
 // Kept or reduced groups left after merging, each; a kernel argument is a fixed-size struct.
@@ -37,6 +41,9 @@ struct ReducePlan {
 // The dims of `shape` an "axes" list reduces: all of them when `axes` is null or empty (as the
 // CPU kernel). InvalidArgument("[op] axis A is out of range or repeated for a tensor of rank R").
 std::vector<char> reduced_mask(const Shape& shape, const std::vector<int64_t>* axes, std::string_view op);
+// The same for the node a kernel runs, from its "axes" attribute: the CPU and CUDA reductions'
+// shared start.
+std::vector<char> reduced_mask(const KernelContext& ctx, const Shape& shape);
 
 // The plan of reducing the dims of `shape` marked in `reduced`. Size-1 dims are dropped and
 // neighbours with the same role merged. InvalidArgument("[op] ...") when more than kMaxReduceRank

@@ -8,6 +8,7 @@
 
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
 
 namespace weft {
 
@@ -60,6 +61,18 @@ int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t
   if (output < num_inputs || output >= num_registers || !defined[output])
     return fail("output register " + std::to_string(output) + " is not written by the program");
   return static_cast<int>(count);
+}
+
+NodeProgram decode_node_program(const KernelContext& ctx) {
+  NodeProgram p;
+  p.num_registers = ctx.attrs.get<int64_t>("num_registers");
+  const int64_t output = ctx.attrs.get<int64_t>("output");
+  std::string error;
+  p.count = decode_program(ctx.attrs.get<std::vector<int64_t>>("program"), static_cast<int64_t>(ctx.inputs.size()),
+                           p.num_registers, output, p.code, &error);
+  if (p.count < 0) ctx.fail(error);
+  p.output = static_cast<int>(output);  // checked: a register below num_registers
+  return p;
 }
 
 }  // namespace fused

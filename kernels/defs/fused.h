@@ -19,6 +19,10 @@
 #include <string>
 #include <string_view>
 
+namespace weft {
+struct KernelContext;
+}
+
 namespace weft::fused {
 
 // Stored in saved graphs: append only, never renumber.
@@ -57,5 +61,16 @@ struct Instr {
 // output register written. Returns the instruction count, or -1 with `error` set.
 int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t num_registers, int64_t output,
                    Instr* out, std::string* error);
+
+// The program of the FusedElementwise node a kernel runs, from its attributes, decoded and
+// checked; a bad one fails the kernel with decode_program's reason. The CPU and CUDA kernels'
+// shared start.
+struct NodeProgram {
+  Instr code[kMaxInstructions];
+  int count = 0;
+  int64_t num_registers = 0;
+  int output = 0;  // the register holding the result
+};
+NodeProgram decode_node_program(const KernelContext& ctx);
 
 }  // namespace weft::fused
