@@ -13,13 +13,6 @@ namespace {
 
 constexpr DType kAllDTypes[] = {float16, bfloat16, float32, float64, int8, uint8, int32, int64, bool_};
 
-void expect_same_bits(std::string_view op, const std::vector<Tensor>& ins, DType out_dtype, const Shape& out_shape,
-                      const Attrs& attrs, const std::string& what) {
-  Tensor want = run_on(*cpu_device(), op, ins, out_dtype, out_shape, attrs);
-  Tensor got = run_on(*gpu(), op, ins, out_dtype, out_shape, attrs);
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  ASSERT_EQ(host_bytes(want), host_bytes(got)) << what;
-}
 
 TEST(CudaFill, MatchesCpuBitForBit) {
   WEFT_REQUIRE_GPU();

@@ -20,14 +20,6 @@ std::string list(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// Runs op on both devices and compares the bytes.
-void expect_same_bits(std::string_view op, const std::vector<Tensor>& ins, DType out_dtype, const Shape& out_shape,
-                      const Attrs& attrs, const std::string& what) {
-  Tensor want = run_on(*cpu_device(), op, ins, out_dtype, out_shape, attrs);
-  Tensor got = run_on(*gpu(), op, ins, out_dtype, out_shape, attrs);
-  ASSERT_EQ(want.shape(), got.shape()) << what;
-  ASSERT_EQ(host_bytes(want), host_bytes(got)) << what;
-}
 
 struct TransposeCase {
   Shape shape;

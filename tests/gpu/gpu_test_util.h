@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/register_all.h"
@@ -122,6 +123,15 @@ inline std::vector<unsigned char> host_bytes(const Tensor& t) {
   std::vector<unsigned char> b(t.nbytes());
   if (!b.empty()) t.copy_to_host(b.data());
   return b;
+}
+
+// Runs op on the CPU and on the GPU and compares the bytes of the results.
+inline void expect_same_bits(std::string_view op, const std::vector<Tensor>& ins, DType out_dtype, const Shape& out_shape,
+                      const Attrs& attrs, const std::string& what) {
+  Tensor want = run_on(*cpu_device(), op, ins, out_dtype, out_shape, attrs);
+  Tensor got = run_on(*gpu(), op, ins, out_dtype, out_shape, attrs);
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  ASSERT_EQ(host_bytes(want), host_bytes(got)) << what;
 }
 
 // Element i of a host tensor as a double (for messages and tolerant comparisons).
