@@ -102,7 +102,16 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
   ControlReply reply = decode_reply(message.words, task_name(source));
   const int kind = static_cast<int>(reply.kind);
   const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
-  const std::exception_ptr error = reply.error;
+  std::exception_ptr error = reply.error;
+  // A step's small sends to this process came with its answer: delivered before the answer counts,
+  // so the step's Recvs have them when the step is seen as done (comm/step_rendezvous.h).
+  if (!error && reply.kind == proto::Reply::Kind::RUN_STEP) {
+    try {
+      for (StepTensor& t : reply.tensors) rendezvous_->deliver_from_peer(source, t.key, std::move(t.value), t.is_dead);
+    } catch (...) {
+      error = error_at_task(std::current_exception(), task_name(source));
+    }
+  }
   std::vector<PendingCancel> cancels;
   {
     std::lock_guard lock(mu_);
@@ -226,7 +235,8 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       });
   }
 
-  void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout) override {
+  void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
+                  std::vector<StepTensor> tensors) override {
     auto w = std::make_unique<Waiter>();
     for (const auto& [rank, handle] : handles_) w->pending.insert(rank);
     w->cancel = &cancel;
@@ -255,11 +265,17 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       cancel.cancel(lost);  // a lost task: the step cannot run
       return;
     }
+    std::map<int, std::vector<const StepTensor*>> tensors_of;
+    for (const StepTensor& t : tensors) tensors_of[rt_.spec_.rank_of(t.key.dst_device)].push_back(&t);
     for (const auto& [rank, handle] : handles_)
-      rt_.send_request(rank, [handle, step_id](capnp::MessageBuilder& b) {
+      rt_.send_request(rank, [&, handle = handle, rank = rank](capnp::MessageBuilder& b) {
         auto run = b.initRoot<proto::Request>().initRunStep();
         run.setHandle(handle);
         run.setStepId(step_id);
+        auto it = tensors_of.find(rank);
+        if (it == tensors_of.end()) return;
+        auto list = run.initTensors(static_cast<unsigned>(it->second.size()));
+        for (size_t i = 0; i < it->second.size(); ++i) write_step_tensor(*it->second[i], list[static_cast<unsigned>(i)]);
       });
     // Whoever fails first (this task, another, the liveness check) makes every task stop.
     const CancellationToken token = cancel.register_callback([this, step_id](const std::exception_ptr& e) {
@@ -315,7 +331,8 @@ class ClusterRuntime::SessionTasks final : public RemoteTasks {
     return rt_.next_step_++;
   }
 
-  std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions) override {
+  std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions,
+                                                   std::vector<std::string> reply_edges) override {
     std::map<int, std::vector<std::string>> by_rank;
     for (const Partition& p : partitions) {
       const int rank = rt_.spec_.rank_of(p.device);
@@ -344,6 +361,8 @@ class ClusterRuntime::SessionTasks final : public RemoteTasks {
         auto reg = b.initRoot<proto::Request>().initRegister();
         reg.setSession(session_);
         reg.setHandle(handle);
+        auto edges = reg.initReplyEdges(static_cast<unsigned>(reply_edges.size()));
+        for (size_t i = 0; i < reply_edges.size(); ++i) edges.set(static_cast<unsigned>(i), reply_edges[i]);
         auto list = reg.initPartitions(static_cast<unsigned>(by_rank[rank].size()));
         for (size_t i = 0; i < by_rank[rank].size(); ++i) {
           const std::string& bytes = by_rank[rank][i];

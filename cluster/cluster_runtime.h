@@ -57,7 +57,7 @@ class ClusterRuntime {
   int rank() const { return rank_; }
   std::string task_name(int rank) const { return spec_.task(rank).name(); }
   ControlChannel& channel() { return channel_; }
-  Rendezvous& rendezvous() { return *rendezvous_; }
+  MpiRendezvous& rendezvous() { return *rendezvous_; }
 
   // Every task's devices, gathered by init (on the chief; this task's elsewhere).
   std::vector<DeviceInfo> devices;

@@ -16,6 +16,9 @@ capnp::ReaderOptions bounded(std::span<const capnp::word> words) {
 }
 
 constexpr size_t kMaxPartitions = 1 << 16;
+constexpr size_t kMaxStepTensors = 1 << 16;
+constexpr size_t kMaxReplyEdges = 1 << 20;
+constexpr unsigned kMaxRank = 64;
 
 [[noreturn]] void damaged(const std::string& sender, const std::string& why) {
   throw InvalidArgument("[cluster] damaged control message from " + sender + ": " + why);
@@ -23,7 +26,21 @@ constexpr size_t kMaxPartitions = 1 << 16;
 
 }  // namespace
 
+StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender);
+
 namespace {
+
+// A step message's tensors, each of which must belong to the message's step.
+void read_step_tensors(capnp::List<proto::StepTensor>::Reader list, int64_t step_id, const std::string& sender,
+                       std::vector<StepTensor>& out) {
+  if (list.size() > kMaxStepTensors) damaged(sender, std::to_string(list.size()) + " step tensors");
+  for (proto::StepTensor::Reader t : list) {
+    out.push_back(read_step_tensor(t, sender));
+    if (out.back().key.step_id != step_id)
+      damaged(sender, "step " + std::to_string(step_id) + " carries a tensor of step " +
+                          std::to_string(out.back().key.step_id));
+  }
+}
 
 bool known_code(uint32_t code) {
   switch (static_cast<ErrorCode>(code)) {
@@ -88,6 +105,50 @@ std::exception_ptr error_at_task(const std::exception_ptr& error, const std::str
   }
 }
 
+void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out) {
+  out.setKey(t.key.to_string());
+  out.setIsDead(t.is_dead);
+  if (!t.value.defined()) return;
+  out.setHasValue(true);
+  out.setDtype(static_cast<uint32_t>(t.value.dtype()));
+  const Shape& shape = t.value.shape();
+  auto dims = out.initShape(static_cast<unsigned>(shape.rank()));
+  for (int i = 0; i < shape.rank(); ++i) dims.set(static_cast<unsigned>(i), shape[i]);
+  out.setData(capnp::Data::Reader(static_cast<const kj::byte*>(t.value.raw_data()), t.value.nbytes()));
+}
+
+StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender) {
+  StepTensor t;
+  try {
+    t.key = RendezvousKey::parse(in.hasKey() ? std::string_view(in.getKey().cStr(), in.getKey().size()) : std::string_view());
+  } catch (const InvalidArgument& e) {
+    damaged(sender, std::string("a step tensor's key: ") + e.what());
+  }
+  t.is_dead = in.getIsDead();
+  if (!in.getHasValue()) return t;
+  const std::string what = "the step tensor of key " + t.key.to_string();
+  if (in.getDtype() >= static_cast<uint32_t>(kNumDTypes))
+    damaged(sender, what + " has dtype code " + std::to_string(in.getDtype()) + ", which is not one");
+  const auto dtype = static_cast<DType>(in.getDtype());
+  const auto dims = in.getShape();
+  if (dims.size() > kMaxRank) damaged(sender, what + " has rank " + std::to_string(dims.size()));
+  std::vector<int64_t> shape;
+  size_t elements = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || static_cast<uint64_t>(d) > kMaxStepMessageTensorBytes)
+      damaged(sender, what + " has dimension " + std::to_string(d));
+    elements *= static_cast<size_t>(d);
+    if (elements > kMaxStepMessageTensorBytes) damaged(sender, what + " is larger than a step message carries");
+    shape.push_back(d);
+  }
+  const capnp::Data::Reader data = in.getData();
+  if (data.size() != elements * dtype_size(dtype))
+    damaged(sender, what + " has " + std::to_string(data.size()) + " bytes of data for " + std::to_string(elements) +
+                        " elements of " + std::string(dtype_name(dtype)));
+  t.value = Tensor::from_host(dtype, Shape(shape), data.begin());
+  return t;
+}
+
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender) {
   if (words.empty()) damaged(sender, "empty");
   try {
@@ -104,6 +165,9 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         if (parts.size() == 0 || parts.size() > kMaxPartitions)
           damaged(sender, "a graph registered with " + std::to_string(parts.size()) + " partitions");
         for (capnp::Data::Reader d : parts) out.partitions.emplace_back(reinterpret_cast<const char*>(d.begin()), d.size());
+        const auto edges = reg.getReplyEdges();
+        if (edges.size() > kMaxReplyEdges) damaged(sender, std::to_string(edges.size()) + " reply edges");
+        for (capnp::Text::Reader e : edges) out.reply_edges.emplace_back(e.cStr(), e.size());
         return out;
       }
       case proto::Request::RUN_STEP:
@@ -111,6 +175,7 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         out.handle = r.getRunStep().getHandle();
         out.step_id = r.getRunStep().getStepId();
         if (out.step_id < 0) damaged(sender, "negative step id " + std::to_string(out.step_id));
+        read_step_tensors(r.getRunStep().getTensors(), out.step_id, sender, out.tensors);
         return out;
       case proto::Request::ABORT_STEP:
         out.kind = ControlRequest::Kind::kAbortStep;
@@ -162,6 +227,7 @@ ControlReply decode_reply(std::span<const capnp::word> words, const std::string&
     out.step_id = r.getStepId();
     out.handle = r.getHandle();
     if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+    if (out.kind == proto::Reply::Kind::RUN_STEP) read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
     if (out.kind == proto::Reply::Kind::TIMELINE) {
       out.task_time_us = r.getTaskTime();
       if (r.hasTimeline()) {

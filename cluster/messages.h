@@ -19,6 +19,7 @@
 #include <capnp/common.h>
 
 #include "cluster/proto/control.capnp.h"
+#include "comm/step_rendezvous.h"
 #include "runtime/timeline.h"
 
 namespace weft {
@@ -30,6 +31,8 @@ struct ControlRequest {
   uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
   int64_t step_id = 0;                  // kRunStep, kAbortStep
   std::vector<std::string> partitions;  // kRegister: graph files
+  std::vector<std::string> reply_edges; // kRegister: edges whose small tensors go back in the Reply
+  std::vector<StepTensor> tensors;      // kRunStep: the chief's small sends to this task
   std::exception_ptr error;             // kAbortStep: the error to abort with
   bool timeline_enable = false;         // kTimelineControl
   bool timeline_collect = false;        // kTimelineControl
@@ -43,7 +46,14 @@ struct ControlReply {
   std::exception_ptr error;  // null on success
   std::vector<timeline::Event> timeline;  // kind TIMELINE: the task's events, on its own clock
   int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
+  std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
 };
+
+// A tensor of a step's message (comm/step_rendezvous.h). Reading checks the key (as
+// RendezvousKey::parse does), the dtype, the shape against the bytes, and the size against
+// kMaxStepMessageTensorBytes: InvalidArgument naming `sender` and what is wrong.
+void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out);
+StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender);
 
 // InvalidArgument naming `sender` for a message that is damaged or out of bounds.
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender);

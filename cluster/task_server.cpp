@@ -123,7 +123,7 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kRegister: {
       std::exception_ptr error;
       try {
-        register_graph(request.session, request.handle, request.partitions);
+        register_graph(request);
       } catch (...) {
         error = error_at_task(std::current_exception(), task_);
       }
@@ -139,7 +139,7 @@ void TaskServer::handle(const ControlRequest& request) {
       return;
     }
     case ControlRequest::Kind::kRunStep:
-      start_step(request.handle, request.step_id);
+      start_step(request);
       return;
     case ControlRequest::Kind::kAbortStep:
       abort_step(request.step_id, request.error);
@@ -208,9 +208,12 @@ void TaskServer::control_timeline(const ControlRequest& request) {
   });
 }
 
-void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions) {
+void TaskServer::register_graph(const ControlRequest& request) {
+  const uint64_t session = request.session, handle = request.handle;
+  const std::vector<std::string>& partitions = request.partitions;
   auto graph = std::make_shared<RegisteredGraph>();
   graph->session = session;
+  graph->reply_edges.insert(request.reply_edges.begin(), request.reply_edges.end());
   std::lock_guard lock(mu_);
   if (graphs_.contains(handle)) throw InvalidArgument("[cluster] graph handle " + std::to_string(handle) + " registered twice");
   Store& store = sessions_[session];
@@ -226,7 +229,9 @@ void TaskServer::register_graph(uint64_t session, uint64_t handle, const std::ve
   graphs_[handle] = std::move(graph);
 }
 
-void TaskServer::start_step(uint64_t handle, int64_t step_id) {
+void TaskServer::start_step(const ControlRequest& request) {
+  const uint64_t handle = request.handle;
+  const int64_t step_id = request.step_id;
   std::shared_ptr<const RegisteredGraph> graph;
   std::exception_ptr early;
   {
@@ -238,7 +243,7 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
       aborted_early_.erase(a);
     }
   }
-  auto answer = [this, step_id](const std::exception_ptr& error) {
+  auto answer = [this, step_id](const std::exception_ptr& error, const std::vector<StepTensor>& tensors) {
     reply([&](capnp::MessageBuilder& b) {
       auto r = b.initRoot<proto::Reply>();
       r.setKind(proto::Reply::Kind::RUN_STEP);
@@ -246,17 +251,30 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
       if (error) {
         r.setHasError(true);
         error_to_proto(error, r.initError());
+        return;
       }
+      if (tensors.empty()) return;
+      auto list = r.initTensors(static_cast<unsigned>(tensors.size()));
+      for (size_t i = 0; i < tensors.size(); ++i) write_step_tensor(tensors[i], list[static_cast<unsigned>(i)]);
     });
   };
   if (!graph) {
     answer(std::make_exception_ptr(
-        InvalidArgument("[task " + task_ + "] step " + std::to_string(step_id) + " names graph handle " +
-                        std::to_string(handle) + ", which is not registered here")));
+               InvalidArgument("[task " + task_ + "] step " + std::to_string(step_id) + " names graph handle " +
+                               std::to_string(handle) + ", which is not registered here")),
+           {});
     return;
   }
   if (early) {
-    answer(early);
+    answer(early, {});
+    return;
+  }
+  // The chief's small sends to this task, there before any Recv of the step asks for them.
+  try {
+    for (const StepTensor& t : request.tensors) rt_.rendezvous().deliver_from_peer(rt_.spec().chief_rank(), t.key, t.value, t.is_dead);
+  } catch (...) {
+    rt_.rendezvous().cleanup_step(step_id);
+    answer(error_at_task(std::current_exception(), task_), {});
     return;
   }
   post([this, graph, step_id, answer] {
@@ -266,8 +284,9 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
       running_[step_id] = &running;
     }
     std::exception_ptr error;
+    std::vector<StepTensor> tensors;
     try {
-      run_step(graph, step_id, running);
+      tensors = run_step(graph, step_id, running);
     } catch (...) {
       error = error_at_task(std::current_exception(), task_);
     }
@@ -276,19 +295,22 @@ void TaskServer::start_step(uint64_t handle, int64_t step_id) {
       running_.erase(step_id);
     }
     rt_.rendezvous().cleanup_step(step_id);
-    answer(error);
+    answer(error, tensors);
   });
 }
 
-void TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running) {
+std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id,
+                                             RunningStep& running) {
   std::vector<std::vector<Tensor>> fetches(graph->executors.size());
   std::vector<Executor::Part> parts;
   for (size_t i = 0; i < graph->executors.size(); ++i) parts.push_back({graph->executors[i].get(), {}, &fetches[i]});
+  StepRendezvous rendezvous(rt_.rendezvous(), {.capture = graph->reply_edges.empty() ? nullptr : &graph->reply_edges});
   Executor::run_together(parts, {.step_id = step_id,
-                                 .rendezvous = &rt_.rendezvous(),
+                                 .rendezvous = &rendezvous,
                                  .cancellation = &running.cancel,
                                  .senders_in_process = false,
                                  .parallel = graph->parallel});
+  return rendezvous.take_captured();
 }
 
 void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {

@@ -8,7 +8,9 @@
 // variables the session's shared state, and makes one executor per partition. RunStep runs them
 // as one step on a step thread (a new one when all are busy, so a step that waits for another
 // never holds up a third), with the MPI rendezvous, and answers ok or the error, which names this
-// task. AbortStep cancels a running step (or one whose RunStep has not come yet). Ping is
+// task. The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
+// and the small sends to the chief on the graph's reply edges go back in the answer
+// (comm/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come yet). Ping is
 // answered by the serve loop itself, so a task busy with a long kernel still answers; so is
 // TimelineControl (turn recording on or off, send the events recorded).
 #pragma once
@@ -43,15 +45,17 @@ class TaskServer {
     uint64_t session = 0;
     std::vector<std::unique_ptr<Executor>> executors;
     bool parallel = false;
+    std::set<std::string, std::less<>> reply_edges;  // small sends on these go back in the Reply
   };
   struct RunningStep {
     CancellationManager cancel;
   };
 
   void handle(const ControlRequest& request);
-  void register_graph(uint64_t session, uint64_t handle, const std::vector<std::string>& partitions);
-  void start_step(uint64_t handle, int64_t step_id);
-  void run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
+  void register_graph(const ControlRequest& request);
+  void start_step(const ControlRequest& request);
+  // Runs the step; returns the sends kept for the Reply (comm/step_rendezvous.h).
+  std::vector<StepTensor> run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
   void abort_step(int64_t step_id, std::exception_ptr error);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.
   void control_timeline(const ControlRequest& request);

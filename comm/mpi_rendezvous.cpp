@@ -51,6 +51,7 @@ class MpiRendezvous::Impl {
   ~Impl();
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead);
+  void deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead);
   void recv_async(const RendezvousKey& key, DoneCallback done);
   void start_abort(std::exception_ptr error);
   void abort_step(int64_t step_id, std::exception_ptr error);
@@ -82,6 +83,7 @@ class MpiRendezvous::Impl {
   void on_header(const MPI_Status& status, int error);
   void on_complete(const TransferPtr& t);
   void deliver(Transfer& t);
+  void deliver(const RendezvousKey& key, Tensor value, bool is_dead);
   void peer_broken(int rank, const std::string& what);
   // `expected` is the byte count a payload receive must get (-1 for a send).
   void add_request(MPI_Request r, TransferPtr owner, int expected = -1);
@@ -458,15 +460,24 @@ void MpiRendezvous::Impl::on_complete(const TransferPtr& t) {
   t->value = Tensor();  // a send's buffer is free once MPI is done with it
 }
 
-void MpiRendezvous::Impl::deliver(Transfer& t) {
-  const RendezvousKey& key = t.header.key;
+void MpiRendezvous::Impl::deliver(Transfer& t) { deliver(t.header.key, std::move(t.value), t.header.is_dead); }
+
+void MpiRendezvous::Impl::deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead) {
+  const auto [src, dst] = ranks_of(key);
+  if (src != peer || dst != me_)
+    throw InvalidArgument(where() + "rank " + std::to_string(peer) + " delivered key " + key.to_string() +
+                          ", which goes from rank " + std::to_string(src) + " to rank " + std::to_string(dst));
+  deliver(key, std::move(value), is_dead);
+}
+
+void MpiRendezvous::Impl::deliver(const RendezvousKey& key, Tensor value, bool is_dead) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A tensor for an aborted or finished step has no recv to go to: dropped.
     if (aborted_ || aborted_steps_.count(key.step_id) || cleaned_.count(key.step_id)) return;
   }
   try {
-    table_.send(key, std::move(t.value), t.header.is_dead);  // runs a waiting recv's callback here
+    table_.send(key, std::move(value), is_dead);  // runs a waiting recv's callback here
   } catch (const Internal&) {
     // The peer sent the key twice (or an abort raced this check, and this one is ignored): the
     // step cannot be trusted.
@@ -537,6 +548,9 @@ MpiRendezvous::~MpiRendezvous() = default;
 
 void MpiRendezvous::send(const RendezvousKey& key, Tensor value, bool is_dead) {
   impl_->send(key, std::move(value), is_dead);
+}
+void MpiRendezvous::deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead) {
+  impl_->deliver_from_peer(peer, key, std::move(value), is_dead);
 }
 void MpiRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) {
   impl_->recv_async(key, std::move(done));

@@ -63,6 +63,12 @@ class MpiRendezvous final : public Rendezvous {
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;
 
+  // A tensor that `peer` sent under `key` by another way than this rendezvous (in a step's control
+  // message, comm/step_rendezvous.h), handed to its recv as if MPI had brought it: dropped when
+  // its step was aborted or has ended. InvalidArgument unless the key's source device is on `peer`
+  // and its destination on this rank (the message is untrusted).
+  void deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead);
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;

@@ -4,12 +4,14 @@
 #include <set>
 
 #include "comm/local_rendezvous.h"
+#include "comm/step_rendezvous.h"
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/rendezvous.h"
 #include "scheduler/passes/optimize.h"
 #include "scheduler/passes/partition.h"
 #include "scheduler/passes/random_streams.h"
+#include "scheduler/step_message_edges.h"
 
 namespace weft {
 
@@ -198,6 +200,11 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   }
 
   PartitionResult p = partition(global, {.incarnation = process_incarnation()});
+  StepMessageEdges step_edges;
+  if (remote_) {
+    step_edges = step_message_edges(p, [&](std::string_view d) { return remote_->is_local(d); });
+    feed_sends_ = std::move(step_edges.feed_sends);
+  }
   // Partition index -> index in parts_ (local ones), or -1 (another task's).
   std::vector<int> local_index(p.partitions.size(), -1);
   std::vector<Partition> remote_parts;
@@ -211,7 +218,8 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
     auto pg = std::make_shared<const GraphIR>(std::move(part.graph));
     parts_.push_back({part.device, partition_executor(std::move(pg))});
   }
-  if (!remote_parts.empty()) remote_graph_ = remote_->register_partitions(std::move(remote_parts));
+  if (!remote_parts.empty())
+    remote_graph_ = remote_->register_partitions(std::move(remote_parts), std::move(step_edges.reply_edges));
   // Two devices each with a big node: their work can overlap, so the pool helps run the step.
   int partitions_with_big_nodes = 0;
   for (const Part& part : parts_) partitions_with_big_nodes += part.executor->has_big_nodes();
@@ -265,11 +273,24 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
     // The other tasks run their partitions meanwhile; the first error anywhere cancels `cancel`,
     // which stops this task's part and tells the others to abort.
     CancellationManager cancel;
-    remote_graph_->start_step(step, cancel, step_timeout_);
+    // Small feeds bound for other tasks go in their RunStep; this process's Sends of them are
+    // skipped (comm/step_rendezvous.h).
+    std::vector<StepTensor> step_tensors;
+    std::set<std::string, std::less<>> sent_in_message;
+    for (const StepMessageEdges::FeedSend& f : feed_sends_) {
+      const Tensor& value = feeds[static_cast<size_t>(f.feed)];
+      if (!fits_step_message(value)) continue;
+      RendezvousKey key = f.key;
+      key.step_id = step;
+      step_tensors.push_back({std::move(key), value, false});
+      sent_in_message.insert(transfer_name(f.key));
+    }
+    StepRendezvous step_rendezvous(rendezvous, {.skip = &sent_in_message});
+    remote_graph_->start_step(step, cancel, step_timeout_, std::move(step_tensors));
     std::exception_ptr local_error, remote_error;
     try {
       Executor::run_together(parts, {.step_id = step,
-                                     .rendezvous = &rendezvous,
+                                     .rendezvous = &step_rendezvous,
                                      .cancellation = &cancel,
                                      .senders_in_process = false,
                                      .parallel = parallel_});

@@ -34,12 +34,14 @@
 #include "runtime/graph.h"
 #include "scheduler/executor.h"
 #include "scheduler/passes/place.h"
+#include "scheduler/step_message_edges.h"
 
 namespace weft {
 
 class CancellationManager;
 class Rendezvous;
 struct Partition;
+struct StepTensor;
 
 // The partitions of one graph that other processes of a cluster run (cluster/ implements it).
 class RemoteGraph {
@@ -50,7 +52,10 @@ class RemoteGraph {
   // `cancel` is cancelled here, the tasks are told to abort the step. A `timeout` above zero is
   // the step's deadline: past it, the step is cancelled with DeadlineExceeded naming the tasks
   // still running, and finish_step stops waiting for them.
-  virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout) = 0;
+  // `tensors` are this step's small sends of this process to the tasks (comm/step_rendezvous.h),
+  // each carried to the task its key's destination device belongs to, in the step's request.
+  virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
+                          std::vector<StepTensor> tensors) = 0;
   // Waits until every task has answered for the step, bounded by the cluster's liveness check;
   // rethrows the first task's error as its own class, naming the task.
   virtual void finish_step(int64_t step_id) = 0;
@@ -64,8 +69,11 @@ class RemoteTasks {
   virtual bool is_local(std::string_view device) const = 0;
   // Where this process's Send and Recv meet those of the other tasks.
   virtual Rendezvous& rendezvous() = 0;
-  // Ships the partitions of the other tasks to them, once.
-  virtual std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions) = 0;
+  // Ships the partitions of the other tasks to them, once. Their small sends to this process on
+  // `reply_edges` (transfer names, comm/step_rendezvous.h) come back in their step's answer and are delivered to this
+  // process's rendezvous before the step's answer counts (comm/step_rendezvous.h).
+  virtual std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions,
+                                                           std::vector<std::string> reply_edges) = 0;
   // A step id no other step of the cluster uses.
   virtual int64_t next_step_id() = 0;
 };
@@ -136,6 +144,8 @@ class CompiledGraph {
   RemoteTasks* remote_ = nullptr;             // a cluster's, or null
   std::chrono::milliseconds step_timeout_{0};
   std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
+  // Sends of feeds to other tasks, which small feeds skip by riding in the step's RunStep.
+  std::vector<StepMessageEdges::FeedSend> feed_sends_;
   // Partitioned graphs only: where each global feed and fetch lives.
   std::vector<std::pair<int, int>> feed_slots_;   // (part, index in its feeds)
   std::vector<std::pair<int, int>> fetch_slots_;  // (part, index in its fetches)

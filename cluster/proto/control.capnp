@@ -6,8 +6,11 @@ $Cxx.namespace("weft::proto");
 # on a communicator of their own (tensors travel on another, through the MPI rendezvous).
 # Messages are untrusted: every field is checked by its reader.
 #
-# Per step only RunStep (a handle and a step id) and its Reply travel: partitions are registered
-# once, and feeds and fetches move as tensors through Send and Recv.
+# Per step only RunStep (a handle, a step id and small feeds) and its Reply (small fetches) travel:
+# partitions are registered once; other tensors move through Send and Recv (the MPI rendezvous).
+# Small tensors ride in the step's own messages, as TensorFlow's RunGraph carries feeds and
+# fetches, because a separate rendezvous message costs a second hop through another process's
+# progress thread (comm/step_rendezvous.h).
 # Evolving: never renumber, retype or reuse a field; add after the last one.
 
 struct Request {
@@ -38,11 +41,23 @@ struct Register {
   session @0 :UInt64;           # variables are shared by every graph of a session
   handle @1 :UInt64;            # chosen by the chief, unique in the job
   partitions @2 :List(Data);    # each a graph file (runtime/graph_format.h), one per device
+  replyEdges @3 :List(Text);    # transfers (keys of step 0, as text) whose small tensors go back in the Reply
 }
 
 struct RunStep {
   handle @0 :UInt64;
   stepId @1 :Int64;
+  tensors @2 :List(StepTensor); # sends of the chief's to this task, delivered before the step runs
+}
+
+# A tensor sent under a rendezvous key (runtime/rendezvous.h), carried by a step's message.
+struct StepTensor {
+  key @0 :Text;                 # RendezvousKey::to_string(); its step is the message's
+  dtype @1 :UInt32;             # weft::DType
+  shape @2 :List(Int64);
+  data @3 :Data;                # row-major, this machine's byte order
+  isDead @4 :Bool;              # the producer's branch was not taken (control flow)
+  hasValue @5 :Bool;            # false: no tensor (dtype, shape and data unset)
 }
 
 struct AbortStep {
@@ -68,6 +83,7 @@ struct Reply {
   hasError @4 :Bool;
   timeline @5 :Data;            # kind timeline: the task's events (runtime/timeline_format.h)
   taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
+  tensors @7 :List(StepTensor); # kind runStep: sends of the task's to the chief (replyEdges)
 
   enum Kind {
     register @0;

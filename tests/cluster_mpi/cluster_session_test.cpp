@@ -12,6 +12,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
+#include "comm/step_rendezvous.h"
 #include "runtime/shard_split.h"
 
 namespace weft {
@@ -235,6 +236,44 @@ TEST(Cluster, FeedsFetchesControlEdgesAndVariablesAcrossTasks) {
   EXPECT_EQ(out[2].to_vector<float>(), (std::vector<float>{5.f, -5.f, 13.f}));
   (void)sess.run({{x, xs}}, {}, {bump});
   EXPECT_EQ(sess.run({counter_now})[0].to_vector<float>(), (std::vector<float>{6.f, -12.f, 18.f}));
+}
+
+// Small feeds and fetches ride in the step's own messages, big ones take the MPI rendezvous
+// (comm/step_rendezvous.h); a fetched value that the chief sends on stays in the rendezvous. Each
+// step's values are new, so a tensor left from an earlier step would show.
+TEST(Cluster, SmallAndBigFeedsAndFetchesAgreeWhicheverWayTheyTravel) {
+  const int64_t big = static_cast<int64_t>(kMaxStepMessageTensorBytes / sizeof(float)) + 8;
+  Graph g;
+  Tensor small_in, big_in, small_out, big_out, twice_sent, summed;
+  {
+    GraphScope scope(g);
+    small_in = placeholder(float32, {3}, "small_in");
+    big_in = placeholder(float32, {big}, "big_in");
+    Tensor there;
+    {
+      DeviceScope on(worker(1));
+      small_out = small_in * 2.f;
+      big_out = big_in + 1.f;
+      there = reduce_sum(big_in) + reduce_sum(small_in);
+    }
+    const Tensor here = there * 10.f;  // on the chief, and sent on to task 2
+    {
+      DeviceScope on(worker(2));
+      twice_sent = small_in - 1.f;  // small_in goes to task 1 and to task 2
+      summed = here + 1.f;
+    }
+  }
+  Session sess(g, *g_cluster);
+  for (int step = 1; step <= 4; ++step) {
+    const auto s = static_cast<float>(step);
+    const Tensor small = constant({s, 2 * s, 3 * s});
+    const Tensor large = fill({big}, s);
+    const auto out = sess.run({{small_in, small}, {big_in, large}}, {small_out, big_out, twice_sent, summed});
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2 * s, 4 * s, 6 * s})) << step;
+    EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(static_cast<size_t>(big), s + 1)) << step;
+    EXPECT_EQ(out[2].to_vector<float>(), (std::vector<float>{s - 1, 2 * s - 1, 3 * s - 1})) << step;
+    EXPECT_EQ(out[3].item<float>(), (static_cast<float>(big) * s + 6 * s) * 10.f + 1.f) << step;
+  }
 }
 
 TEST(Cluster, EveryTaskTakesPartInOneStep) {

@@ -23,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const weft::ControlRequest r = weft::decode_request(words, "the chief");
     if (r.kind == weft::ControlRequest::Kind::kRunStep && r.step_id < 0) std::abort();
+    for (const weft::StepTensor& t : r.tensors)
+      if (t.key.step_id != r.step_id || t.value.nbytes() > weft::kMaxStepMessageTensorBytes) std::abort();
     if (r.kind == weft::ControlRequest::Kind::kRegister && r.partitions.empty()) std::abort();
   } catch (const weft::InvalidArgument& e) {
     expect_named(e, "the chief");
