@@ -23,6 +23,7 @@
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/defs/fused.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -311,6 +312,9 @@ void register_fused_kernels() {
   register_kernel("FusedElementwise", DeviceType::CPU, float64, fused_elementwise_kernel<double>);
   register_kernel("FusedMatMul", DeviceType::CPU, float32, fused_matmul_kernel<float>);
   register_kernel("FusedMatMul", DeviceType::CPU, float64, fused_matmul_kernel<double>);
+  // 16-bit FusedMatMul as MatMul's (linalg.cpp). FusedElementwise stays float32/float64: the
+  // fusion pass fuses only those, and its CUDA kernel has no 16-bit variant.
+  register_via_float32("FusedMatMul");
 }
 
 }  // namespace weft::cpu

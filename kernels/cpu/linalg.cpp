@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -114,6 +115,9 @@ void register_linalg_kernels() {
   register_kernel("MatMul", DeviceType::CPU, float64, matmul_kernel<double>);
   register_kernel("MatMul", DeviceType::CPU, int32, matmul_kernel<int32_t>);
   register_kernel("MatMul", DeviceType::CPU, int64, matmul_kernel<int64_t>);
+  // float16 and bfloat16: a float32 product of the widened operands (float32 accumulation, as
+  // cuBLASLt's 16-bit path), rounded once.
+  register_via_float32("MatMul");
 }
 
 }  // namespace weft::cpu

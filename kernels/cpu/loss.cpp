@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/register_all.h"
+#include "kernels/cpu/via_float32.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
@@ -56,6 +57,8 @@ void xent_kernel(KernelContext& ctx) {
 void register_loss_kernels() {
   register_kernel("SparseSoftmaxCrossEntropyWithLogits", DeviceType::CPU, float32, xent_kernel<float>);
   register_kernel("SparseSoftmaxCrossEntropyWithLogits", DeviceType::CPU, float64, xent_kernel<double>);
+  // 16-bit logits: the loss and its gradient both rounded from float32; the labels stay integers.
+  register_via_float32("SparseSoftmaxCrossEntropyWithLogits");
 }
 
 }  // namespace weft::cpu

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 
 namespace weft::cpu {
@@ -197,6 +198,11 @@ void register_math_kernels() {
 
   WEFT_REGISTER_NUMERIC("Select", select_k);
   register_kernel("Select", DeviceType::CPU, bool_, select_k<bool>);
+
+  // Every op above on float16 and bfloat16 too, through its float32 kernel.
+  register_via_float32({"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Neg", "Abs", "Sign", "Square", "Exp",
+                        "Log", "Sqrt", "Rsqrt", "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
+                        "Select"});
 }
 
 }  // namespace weft::cpu

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/reduce_loops.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -221,6 +222,7 @@ void register_nn_kernels() {
   register_kernel("Softmax", DeviceType::CPU, float64, softmax_kernel<double, false>);
   register_kernel("LogSoftmax", DeviceType::CPU, float32, softmax_kernel<float, true>);
   register_kernel("LogSoftmax", DeviceType::CPU, float64, softmax_kernel<double, true>);
+  register_via_float32({"ReluGrad", "Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"});
 }
 
 }  // namespace weft::cpu

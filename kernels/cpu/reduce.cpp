@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/reduce_loops.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/cuda/reduce_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -292,6 +293,8 @@ void register_reduce_kernels() {
   register_kernel("ArgMax", DeviceType::CPU, float64, argmax_kernel<double>);
   register_kernel("ArgMax", DeviceType::CPU, int32, argmax_kernel<int32_t>);
   register_kernel("ArgMax", DeviceType::CPU, int64, argmax_kernel<int64_t>);
+  // float16 and bfloat16 accumulate in float32, as on the GPU, and round the result once.
+  register_via_float32({"Sum", "Mean", "Max", "Min", "ArgMax"});
 }
 
 }  // namespace weft::cpu

@@ -111,7 +111,7 @@ Cost fused_elementwise_cost(const InferContext& ctx) {
 }
 
 void infer_fused_matmul(InferContext& ctx) {
-  // float16 and bfloat16: GPU kernels only (kernels/cuda/matmul.cpp).
+  // float16 and bfloat16: cuBLASLt on a GPU, through float32 on the CPU, as MatMul (linalg.cpp).
   check_dtype_in(ctx, 0, {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16});
   check_same_dtype(ctx, 0, 3);
   const Shape& a = ctx.input_shape(0);

@@ -11,8 +11,8 @@ Shape batch_of(const Shape& s) { return Shape(std::span<const int64_t>(s.data(),
 
 void infer_matmul(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
-  // float16 and bfloat16 have GPU kernels only (kernels/cuda/matmul.cpp); on the CPU they find no
-  // kernel, which soft placement handles.
+  // float16 and bfloat16: cuBLASLt on a GPU, the float32 product widened and rounded on the CPU
+  // (kernels/cpu/via_float32.h); both accumulate in float32.
   check_dtype_in(ctx, 0, {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64});
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);

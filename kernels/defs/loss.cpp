@@ -10,7 +10,7 @@ namespace weft::defs {
 namespace {
 
 void infer_sparse_xent(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kFloating);
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
   check_dtype_in(ctx, 1, {DType::Int32, DType::Int64, DType::UInt8});
   const Shape& logits = ctx.input_shape(0);
   const Shape& labels = ctx.input_shape(1);

@@ -1,4 +1,5 @@
-// Definitions of the arithmetic, comparison, select and cast ops.
+// Definitions of the arithmetic, comparison, select and cast ops. All but Cast take float16 and
+// bfloat16 (computed in float32 and rounded; see kRealNumericOrHalf in shape_fns.h).
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
 
@@ -6,21 +7,25 @@ namespace weft::defs {
 
 namespace {
 
+// Equality and Select also take bool.
+constexpr std::initializer_list<DType> kEqualityDTypes = {DType::Float32, DType::Float64, DType::Int32, DType::Int64,
+                                                          DType::Bool,    DType::Float16, DType::BFloat16};
+
 void infer_binary(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
-  check_dtype_in(ctx, 0, kRealNumeric);
+  check_dtype_in(ctx, 0, kRealNumericOrHalf);
   ctx.set_output(0, ctx.input_dtype(0), broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(1)));
 }
 
 void infer_compare(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
-  check_dtype_in(ctx, 0, kRealNumeric);
+  check_dtype_in(ctx, 0, kRealNumericOrHalf);
   ctx.set_output(0, DType::Bool, broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(1)));
 }
 
 void infer_equality(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
-  check_dtype_in(ctx, 0, {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool});
+  check_dtype_in(ctx, 0, kEqualityDTypes);
   ctx.set_output(0, DType::Bool, broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(1)));
 }
 
@@ -28,7 +33,7 @@ void infer_where(InferContext& ctx) {
   if (ctx.input_dtype(0) != DType::Bool)
     ctx.fail("condition must be bool, got " + std::string(dtype_name(ctx.input_dtype(0))));
   check_same_dtype(ctx, 1, 3);
-  check_dtype_in(ctx, 1, {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool});
+  check_dtype_in(ctx, 1, kEqualityDTypes);
   Shape s = broadcast_shapes(ctx, ctx.input_shape(1), ctx.input_shape(2));
   ctx.set_output(0, ctx.input_dtype(1), broadcast_shapes(ctx, ctx.input_shape(0), s));
 }

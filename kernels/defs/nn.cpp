@@ -8,7 +8,7 @@ namespace weft::defs {
 namespace {
 
 void infer_softmax(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kFloating);
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
   normalize_axis(ctx, ctx.attrs().get_or<int64_t>("axis", -1), ctx.input_shape(0).rank());
   infer_same_as_input(ctx);
 }
@@ -35,7 +35,7 @@ namespace {
 // comparison, a zeros tensor and a select.
 void infer_relu_grad(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
-  check_dtype_in(ctx, 0, kFloating);
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
   if (ctx.input_shape(0) != ctx.input_shape(1))
     ctx.fail("gradient shape " + ctx.input_shape(0).to_string() + " differs from input shape " +
              ctx.input_shape(1).to_string());

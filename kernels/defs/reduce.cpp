@@ -18,7 +18,7 @@ std::string int_list(const std::vector<int64_t>& v) {
 
 // Max and Min have no identity element, so reducing nothing has no answer; Sum and Mean do.
 void infer_reduction(InferContext& ctx, bool needs_elements) {
-  check_dtype_in(ctx, 0, kRealNumeric);
+  check_dtype_in(ctx, 0, kRealNumericOrHalf);
   const Shape& in = ctx.input_shape(0);
   const int64_t rank = in.rank();
   const AttrValue* axes_attr = ctx.attrs().find("axes");
@@ -49,7 +49,7 @@ void infer_sum(InferContext& ctx) { infer_reduction(ctx, false); }
 void infer_extreme(InferContext& ctx) { infer_reduction(ctx, true); }
 
 void infer_argmax(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kRealNumeric);
+  check_dtype_in(ctx, 0, kRealNumericOrHalf);
   const Shape& in = ctx.input_shape(0);
   const int64_t axis = normalize_axis(ctx, ctx.attrs().get<int64_t>("axis"), in.rank());
   if (in[axis] == 0)

@@ -69,12 +69,12 @@ void check_same_dtype(const InferContext& ctx, int first, int last) {
 void infer_same_as_input(InferContext& ctx) { ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0)); }
 
 void infer_unary_numeric(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kRealNumeric);
+  check_dtype_in(ctx, 0, kRealNumericOrHalf);
   infer_same_as_input(ctx);
 }
 
 void infer_unary_float(InferContext& ctx) {
-  check_dtype_in(ctx, 0, kFloating);
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
   infer_same_as_input(ctx);
 }
 

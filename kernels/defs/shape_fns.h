@@ -14,6 +14,14 @@ inline constexpr std::initializer_list<DType> kRealNumeric = {DType::Float32, DT
                                                               DType::Int64};
 inline constexpr std::initializer_list<DType> kFloating = {DType::Float32, DType::Float64};
 inline constexpr std::initializer_list<DType> kSignedNumeric = kRealNumeric;
+// The same plus float16 and bfloat16, for ops that compute those in float32 and round once: on the
+// CPU through their float32 kernel (kernels/cpu/via_float32.h), on a GPU in registers. An op
+// admits them only where both devices register 16-bit kernels; the rest refuse them here, naming
+// the op and the dtype, before anything runs.
+inline constexpr std::initializer_list<DType> kRealNumericOrHalf = {DType::Float32, DType::Float64, DType::Int32,
+                                                                    DType::Int64,   DType::Float16, DType::BFloat16};
+inline constexpr std::initializer_list<DType> kFloatingOrHalf = {DType::Float32, DType::Float64, DType::Float16,
+                                                                 DType::BFloat16};
 
 // "float32 (2, 3), int32 (3,)": every input's dtype and shape, for error messages.
 std::string describe_inputs(const InferContext& ctx);
@@ -28,7 +36,8 @@ std::string dtype_list(std::initializer_list<DType> dtypes);
 
 // Output 0 takes input 0's dtype and shape.
 void infer_same_as_input(InferContext& ctx);
-// The same, for input dtypes in kRealNumeric / kFloating only.
+// The same, for input dtypes in kRealNumericOrHalf / kFloatingOrHalf only (every op using these
+// registers 16-bit kernels).
 void infer_unary_numeric(InferContext& ctx);
 void infer_unary_float(InferContext& ctx);
 
