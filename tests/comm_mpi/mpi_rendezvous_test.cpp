@@ -401,6 +401,34 @@ TEST_F(MpiRendezvousTest, AKeySentTwiceToAPeerFailsTheStepThere) {
   EXPECT_NE(message_of(waiting.error).find("sent twice"), std::string::npos) << message_of(waiting.error);
 }
 
+// A peer's tensor that came in a step's control message (comm/step_rendezvous.h) meets its recv
+// as if MPI had brought it; the message is untrusted, so a key that is not from that peer to this
+// rank is refused, and one of a finished step is dropped.
+TEST_F(MpiRendezvousTest, APeersTensorDeliveredAnotherWayMeetsItsRecv) {
+  auto rdv = make();
+  const int peer = (me_ + 1) % size_;
+  Pending waiting;
+  rdv->recv_async(key(peer, me_, "inline:0", 6), waiting.callback());
+  rdv->deliver_from_peer(peer, key(peer, me_, "inline:0", 6), make_tensor(DType::Float32, {5}, peer, me_, 0), false);
+  ASSERT_TRUE(waiting.wait(milliseconds(1000)));
+  ASSERT_FALSE(waiting.error) << message_of(waiting.error);
+  expect_same(waiting.value, make_tensor(DType::Float32, {5}, peer, me_, 0), "inline");
+  // Delivered before the recv: kept for it.
+  rdv->deliver_from_peer(peer, key(peer, me_, "early:0", 6), make_tensor(DType::Int32, {2}, peer, me_, 1), false);
+  expect_same(rdv->recv(key(peer, me_, "early:0", 6), kWait).value, make_tensor(DType::Int32, {2}, peer, me_, 1), "early");
+  // Not from that peer, or not to this rank.
+  const Tensor t = make_tensor(DType::Int8, {1}, 0, 0, 0);
+  EXPECT_THROW(rdv->deliver_from_peer(peer, key(me_, peer, "wrong_way:0", 6), t, false), InvalidArgument);
+  if (size_ > 2) {
+    const int third = (me_ + 2) % size_;
+    EXPECT_THROW(rdv->deliver_from_peer(peer, key(third, me_, "not_its:0", 6), t, false), InvalidArgument);
+  }
+  // A finished step's tensor has no recv to go to: dropped, and a recv of it fails.
+  rdv->cleanup_step(6);
+  rdv->deliver_from_peer(peer, key(peer, me_, "late:0", 6), t, false);
+  EXPECT_THROW(rdv->recv(key(peer, me_, "late:0", 6), milliseconds(200)), Error);
+}
+
 TEST_F(MpiRendezvousTest, ASendMadeJustBeforeDestructionStillArrives) {
   auto rdv = make();
   if (me_ == 0) {
