@@ -90,7 +90,7 @@ class Sgemm : public ::testing::Test {
 TEST_F(Sgemm, MatchesReferenceOverShapesAndTransposes) {
   uint32_t seed = 1;
   for (int64_t m : {1, 13, 14, 15, 24, 29, 61})
-    for (int64_t n : {1, 10, 16, 17, 32, 45, 128})
+    for (int64_t n : {1, 10, 16, 17, 20, 24, 32, 45, 128})
       for (int64_t k : {1, 7, 300})
         for (int t = 0; t < 4; ++t) {
           const Problem p = make_problem(m, n, k, t & 1, t & 2, 0, seed++);
@@ -121,7 +121,7 @@ TEST_F(Sgemm, PaddedLeadingDimensions) {
 
 TEST_F(Sgemm, BiasAndReluEpilogue) {
   for (bool relu : {false, true})
-    for (int64_t n : {10, 33, 128}) {
+    for (int64_t n : {10, 20, 33, 128}) {
       const Problem p = make_problem(90, n, 520, false, false, 0, uint32_t(300 + n));
       expect_matches_reference(p, run(two_, p, {p.bias.data(), relu}), true, relu);
     }
@@ -168,7 +168,8 @@ TEST_F(Sgemm, BitsFollowTheDocumentedOrderOnEveryVariant) {
   // split_k, the blocks added in order, then the bias, then relu. Computed here with std::fma,
   // this is what every variant must give bit for bit, so an AVX2 machine and an AVX-512 machine
   // agree. k = 700 spans three K blocks; the shapes cover both tile widths of both variants.
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 10, 700}, {50, 45, 300}, {1100, 128, 130}})
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{37, 10, 700}, {50, 45, 300}, {1100, 128, 130}, {1680, 20, 10}, {45, 23, 600}})
     for (int t = 0; t < 4; ++t) {
       const Problem p = make_problem(m, n, k, t & 1, t & 2, 0, uint32_t(400 + t));
       const std::vector<float> c = run(two_, p, {p.bias.data(), true});
