@@ -265,17 +265,15 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       cancel.cancel(lost);  // a lost task: the step cannot run
       return;
     }
-    std::map<int, std::vector<const StepTensor*>> tensors_of;
-    for (const StepTensor& t : tensors) tensors_of[rt_.spec_.rank_of(t.key.dst_device)].push_back(&t);
+    std::map<int, std::vector<StepTensor>> tensors_of;
+    for (StepTensor& t : tensors) tensors_of[rt_.spec_.rank_of(t.key.dst_device)].push_back(std::move(t));
     for (const auto& [rank, handle] : handles_)
       rt_.send_request(rank, [&, handle = handle, rank = rank](capnp::MessageBuilder& b) {
         auto run = b.initRoot<proto::Request>().initRunStep();
         run.setHandle(handle);
         run.setStepId(step_id);
-        auto it = tensors_of.find(rank);
-        if (it == tensors_of.end()) return;
-        auto list = run.initTensors(static_cast<unsigned>(it->second.size()));
-        for (size_t i = 0; i < it->second.size(); ++i) write_step_tensor(*it->second[i], list[static_cast<unsigned>(i)]);
+        if (auto it = tensors_of.find(rank); it != tensors_of.end())
+          write_step_tensors(it->second, run.initTensors(static_cast<unsigned>(it->second.size())));
       });
     // Whoever fails first (this task, another, the liveness check) makes every task stop.
     const CancellationToken token = cancel.register_callback([this, step_id](const std::exception_ptr& e) {

@@ -26,21 +26,7 @@ constexpr unsigned kMaxRank = 64;
 
 }  // namespace
 
-StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender);
-
 namespace {
-
-// A step message's tensors, each of which must belong to the message's step.
-void read_step_tensors(capnp::List<proto::StepTensor>::Reader list, int64_t step_id, const std::string& sender,
-                       std::vector<StepTensor>& out) {
-  if (list.size() > kMaxStepTensors) damaged(sender, std::to_string(list.size()) + " step tensors");
-  for (proto::StepTensor::Reader t : list) {
-    out.push_back(read_step_tensor(t, sender));
-    if (out.back().key.step_id != step_id)
-      damaged(sender, "step " + std::to_string(step_id) + " carries a tensor of step " +
-                          std::to_string(out.back().key.step_id));
-  }
-}
 
 bool known_code(uint32_t code) {
   switch (static_cast<ErrorCode>(code)) {
@@ -148,6 +134,26 @@ StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sen
   t.value = Tensor::from_host(dtype, Shape(shape), data.begin());
   return t;
 }
+
+void write_step_tensors(std::span<const StepTensor> tensors, capnp::List<proto::StepTensor>::Builder out) {
+  for (size_t i = 0; i < tensors.size(); ++i) write_step_tensor(tensors[i], out[static_cast<unsigned>(i)]);
+}
+
+namespace {
+
+// A step message's tensors, each of which must belong to the message's step.
+void read_step_tensors(capnp::List<proto::StepTensor>::Reader list, int64_t step_id, const std::string& sender,
+                       std::vector<StepTensor>& out) {
+  if (list.size() > kMaxStepTensors) damaged(sender, std::to_string(list.size()) + " step tensors");
+  for (proto::StepTensor::Reader t : list) {
+    out.push_back(read_step_tensor(t, sender));
+    if (out.back().key.step_id != step_id)
+      damaged(sender, "step " + std::to_string(step_id) + " carries a tensor of step " +
+                          std::to_string(out.back().key.step_id));
+  }
+}
+
+}  // namespace
 
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender) {
   if (words.empty()) damaged(sender, "empty");

@@ -53,6 +53,8 @@ struct ControlReply {
 // RendezvousKey::parse does), the dtype, the shape against the bytes, and the size against
 // kMaxStepMessageTensorBytes: InvalidArgument naming `sender` and what is wrong.
 void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out);
+// Each of `tensors` into `out`, a list of their size (initTensors(tensors.size())).
+void write_step_tensors(std::span<const StepTensor> tensors, capnp::List<proto::StepTensor>::Builder out);
 StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender);
 
 // InvalidArgument naming `sender` for a message that is damaged or out of bounds.

@@ -253,9 +253,7 @@ void TaskServer::start_step(const ControlRequest& request) {
         error_to_proto(error, r.initError());
         return;
       }
-      if (tensors.empty()) return;
-      auto list = r.initTensors(static_cast<unsigned>(tensors.size()));
-      for (size_t i = 0; i < tensors.size(); ++i) write_step_tensor(tensors[i], list[static_cast<unsigned>(i)]);
+      if (!tensors.empty()) write_step_tensors(tensors, r.initTensors(static_cast<unsigned>(tensors.size())));
     });
   };
   if (!graph) {

@@ -10,9 +10,9 @@
 // never holds up a third), with the MPI rendezvous, and answers ok or the error, which names this
 // task. The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
 // and the small sends to the chief on the graph's reply edges go back in the answer
-// (comm/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come yet). Ping is
-// answered by the serve loop itself, so a task busy with a long kernel still answers; so is
-// TimelineControl (turn recording on or off, send the events recorded).
+// (comm/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come
+// yet). Ping is answered by the serve loop itself, so a task busy with a long kernel still
+// answers; so is TimelineControl (turn recording on or off, send the events recorded).
 #pragma once
 
 #include <condition_variable>

@@ -1,13 +1,11 @@
 #include "comm/step_rendezvous.h"
 
-#include "runtime/device.h"
+#include "runtime/device_transfer.h"
 
 namespace weft {
 
 bool fits_step_message(const Tensor& value) {
-  if (!value.defined()) return true;
-  if (value.is_symbolic() || (value.device_ptr() && value.device_ptr()->type() != DeviceType::CPU)) return false;
-  return value.nbytes() <= kMaxStepMessageTensorBytes;
+  return !value.defined() || (readable_on(cpu_device(), value) && value.nbytes() <= kMaxStepMessageTensorBytes);
 }
 
 std::string transfer_name(const RendezvousKey& key) {

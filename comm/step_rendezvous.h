@@ -9,10 +9,10 @@
 //     its rendezvous before its partitions run, so their Recvs complete at once; the chief's own
 //     Sends of them are skipped;
 //   - a task keeps the small tensors it sends to the chief on "reply edges" (named by
-//     transfer_name) and returns them in its
-//     step's Reply, where the chief delivers them to its Recvs. Only edges whose chief-side
-//     consumers send nothing on (the fetches, typically) are reply edges: a tensor held until the
-//     end of the step must not be one that the rest of the step waits for.
+//     transfer_name) and returns them in its step's Reply, where the chief delivers them to its
+//     Recvs. Only edges whose chief-side consumers send nothing on (the fetches, typically) are
+//     reply edges: a tensor held until the end of the step must not be one that the rest of the
+//     step waits for.
 // Bigger tensors (above kMaxStepMessageTensorBytes) still go through the rendezvous, where MPI
 // reads and writes their buffers in place: copying them into a message would cost more than the
 // hop saves.
@@ -55,7 +55,7 @@ class StepRendezvous final : public Rendezvous {
  public:
   struct Edges {
     // Sends of these transfers (transfer_name) are dropped: their tensors went in the step's
-    // message already.
+    // message already. Null (not an empty set) when there are none: each send then costs nothing.
     const std::set<std::string, std::less<>>* skip = nullptr;
     // Sends of these transfers whose tensor fits a step message are kept for the step's Reply.
     const std::set<std::string, std::less<>>* capture = nullptr;

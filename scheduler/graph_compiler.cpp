@@ -283,9 +283,9 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
       RendezvousKey key = f.key;
       key.step_id = step;
       step_tensors.push_back({std::move(key), value, false});
-      sent_in_message.insert(transfer_name(f.key));
+      sent_in_message.insert(f.transfer);
     }
-    StepRendezvous step_rendezvous(rendezvous, {.skip = &sent_in_message});
+    StepRendezvous step_rendezvous(rendezvous, {.skip = sent_in_message.empty() ? nullptr : &sent_in_message});
     remote_graph_->start_step(step, cancel, step_timeout_, std::move(step_tensors));
     std::exception_ptr local_error, remote_error;
     try {

@@ -66,7 +66,7 @@ StepMessageEdges step_message_edges(const PartitionResult& p, const std::functio
         const RendezvousKey key = rendezvous_key_of(n.attrs, 0);
         if (is_local(key.dst_device)) continue;
         auto it = feed_of.find({static_cast<int>(pi), n.inputs.at(0).node});
-        if (it != feed_of.end()) out.feed_sends.push_back({it->second, key});
+        if (it != feed_of.end()) out.feed_sends.push_back({it->second, key, transfer_name(key)});
       } else if (n.type() == "Recv") {
         const RendezvousKey key = rendezvous_key_of(n.attrs, 0);
         if (!is_local(key.src_device) && !reaches_a_send(g, consumers, id)) out.reply_edges.push_back(transfer_name(key));

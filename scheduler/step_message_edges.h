@@ -27,6 +27,7 @@ struct StepMessageEdges {
   struct FeedSend {
     int feed = -1;       // index into the global feeds
     RendezvousKey key;   // step id 0: set per step
+    std::string transfer;  // transfer_name(key)
   };
   std::vector<FeedSend> feed_sends;
   std::vector<std::string> reply_edges;  // transfer names (comm/step_rendezvous.h)
