@@ -11,12 +11,13 @@
 //    root,
 //  - --enable-recovery, so that when a task dies mpirun does not kill the others at once: the
 //    chief's liveness check reports the lost task by name (an Unavailable) and every process
-//    then exits non-zero,
+//    then exits non-zero. With recovery on, mpirun itself exits 0 whatever its processes did, so
+//    each task runs under weft-launch's status wrapper and weft-launch exits with the first
+//    non-zero status by rank (tools/launch_status.h),
 //  - WEFT_CLUSTER=<spec> exported to every task.
 // Any error is one line, "weft-launch: error: ...", and a non-zero exit status.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -29,6 +30,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "runtime/error.h"
+#include "tools/launch_status.h"
 #include "tools/tool_support.h"
 
 namespace weft::tools {
@@ -40,7 +42,15 @@ bool is_this_machine(const std::string& host) {
   return gethostname(name, sizeof(name) - 1) == 0 && host == name;
 }
 
-std::vector<std::string> launch_command(int np, const std::string& spec_path, const std::vector<std::string>& program) {
+struct Launch {
+  std::vector<std::string> launcher;  // mpirun or srun and their options
+  std::vector<std::string> program;   // the program and its arguments
+  int np = 0;
+  bool mpirun = false;
+  bool all_local = true;              // every task on this machine
+};
+
+Launch launch_command(int np, const std::string& spec_path, const std::vector<std::string>& program) {
   std::vector<std::string> hosts;
   if (!spec_path.empty()) {
     const ClusterSpec spec = ClusterSpec::load(spec_path);
@@ -75,8 +85,7 @@ std::vector<std::string> launch_command(int np, const std::string& spec_path, co
     }
     if (!spec_abs.empty()) cmd.insert(cmd.end(), {"-x", "WEFT_CLUSTER=" + spec_abs});
   }
-  cmd.insert(cmd.end(), program.begin(), program.end());
-  return cmd;
+  return {cmd, program, np, !std::getenv("SLURM_JOB_ID"), hosts.empty()};
 }
 
 }  // namespace
@@ -98,17 +107,29 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) spelled.push_back(std::strcmp(argv[i], "-np") == 0 ? "--np" : argv[i]);
   std::vector<char*> args;
   for (std::string& a : spelled) args.push_back(a.data());
-  return run_tool(app, argc, args.data(), [&] {
-    const std::vector<std::string> cmd = launch_command(np, spec, app.remaining());
+  // Task mode, inside mpirun: run the program and leave its status for the launcher.
+  if (argc >= 3 && std::strcmp(argv[1], kTaskStatusOption) == 0)
+    return run_task(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+  int status = 0;
+  const int parsed = run_tool(app, argc, args.data(), [&] {
+    Launch launch = launch_command(np, spec, app.remaining());
+    std::vector<std::string> cmd = launch.launcher;
     if (dry_run) {
+      cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
       for (size_t i = 0; i < cmd.size(); ++i) std::cout << (i ? " " : "") << cmd[i];
       std::cout << "\n";
       return;
     }
-    std::vector<char*> exec_args;
-    for (const std::string& a : cmd) exec_args.push_back(const_cast<char*>(a.c_str()));
-    exec_args.push_back(nullptr);
-    execvp(exec_args[0], exec_args.data());
-    throw weft::Unavailable("cannot start " + cmd[0] + ": " + std::strerror(errno));
+    if (!launch.mpirun) {  // srun reports its tasks' statuses itself
+      cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
+      status = run_and_wait(cmd);
+      return;
+    }
+    const StatusDir dir;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    cmd.insert(cmd.end(), {self, kTaskStatusOption, dir.path()});
+    cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
+    status = job_status(run_and_wait(cmd), dir.path(), launch.np, launch.all_local);
   });
+  return parsed != 0 ? parsed : status;
 }
