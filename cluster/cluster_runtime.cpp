@@ -48,8 +48,19 @@ void ClusterRuntime::send_request(int rank, const std::function<void(capnp::Mess
 }
 
 std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key) {
+  auto answered = [&] { return (w.pending.empty() || lost_) && w.cancelling == 0; };
+  // Answers usually come within microseconds: read them on this thread a while, sparing the
+  // reply thread's hand-off (a wake-up of this one), before sleeping until that thread has them.
+  constexpr int kReadSpins = 2000;
+  for (int spins = 0; spins < kReadSpins; ++spins) {
+    {
+      std::lock_guard lock(mu_);
+      if (answered()) break;
+    }
+    if (!receive_reply()) std::this_thread::yield();
+  }
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return (w.pending.empty() || lost_) && w.cancelling == 0; });
+  cv_.wait(lock, answered);
   waiters_.erase(key);
   if (w.error) return w.error;
   return w.pending.empty() ? nullptr : lost_;
@@ -63,17 +74,9 @@ void ClusterRuntime::dispatch_replies() {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    std::optional<ControlChannel::Message> m;
-    try {
-      m = channel_.try_receive(kReplyTag);
-      if (m) on_reply(m->source, *m, timeline::now_us());
-    } catch (const std::exception& e) {
-      // A damaged reply: the task that sent it is broken, which is as good as lost.
-      std::cerr << "weft: " << e.what() << "\n";
-      if (m) declare_lost(m->source);
-    }
+    const bool got = receive_reply();
     const auto now = std::chrono::steady_clock::now();
-    if (m) idle_since = now;
+    if (got) idle_since = now;
     check_deadlines(now);
     if (now >= next_ping) {
       next_ping = now + std::chrono::seconds(1);
@@ -88,12 +91,26 @@ void ClusterRuntime::dispatch_replies() {
         if (silent) declare_lost(r);
       }
     }
-    // Busy polling while replies come; then short sleeps, so an idle chief costs little.
-    if (!m) {
+    // Busy polling while replies come to this thread; then short sleeps, so an idle chief costs
+    // little. While a step runs, the thread that waits for it reads its answers itself.
+    if (!got) {
       if (now - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+}
+
+bool ClusterRuntime::receive_reply() {
+  std::optional<ControlChannel::Message> m;
+  try {
+    m = channel_.try_receive(kReplyTag);
+    if (m) on_reply(m->source, *m, timeline::now_us());
+  } catch (const std::exception& e) {
+    // A damaged reply: the task that sent it is broken, which is as good as lost.
+    std::cerr << "weft: " << e.what() << "\n";
+    if (m) declare_lost(m->source);
+  }
+  return m.has_value();
 }
 
 void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message, int64_t received_us) {
@@ -287,6 +304,8 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     std::lock_guard lock(mu_);
     tokens_[step_id] = {&cancel, token};
   }
+
+  bool poll_answers() override { return rt_.receive_reply(); }
 
   void finish_step(int64_t step_id) override {
     std::unique_ptr<Waiter> w;

@@ -108,6 +108,10 @@ class ClusterRuntime {
   // Waits until every rank `w` waits for has answered, or a task is lost (bounded by liveness);
   // forgets the waiter (registered under `key`) and returns its error, or the loss, or null.
   std::exception_ptr wait_for(Waiter& w, std::pair<int, uint64_t> key);
+  // Reads one reply if one has come and hands it to whoever waits for it; whether there was one.
+  // Any thread may: the reply thread, and a thread waiting for its step's answers (a hand-off
+  // between threads costs a wake-up, tens of microseconds on a loaded machine).
+  bool receive_reply();
   // A waiter's step cancelled with `error`; under the lock, counted in Waiter::cancelling.
   struct PendingCancel {
     Waiter* waiter;

@@ -14,6 +14,10 @@ namespace weft {
 
 namespace {
 
+// Set on the serve thread while it reads a request outside any step: a RunStep read then runs on
+// that thread (TaskServer::inline_step_).
+thread_local bool t_serve_loop = false;
+
 using Store = std::map<std::string, std::shared_ptr<VariableState>, std::less<>>;
 
 // Points the graph's variables (and its subgraphs') at the session's: every graph of a session
@@ -82,39 +86,79 @@ void TaskServer::post(std::function<void()> work) {
 }
 
 void TaskServer::serve() {
+  heard_from_chief_ = std::chrono::steady_clock::now();
+  last_poll_ = heard_from_chief_.time_since_epoch().count();
+  std::thread standby([this] { stand_by(); });
   auto idle_since = std::chrono::steady_clock::now();
-  auto heard_from_chief = idle_since;
+  while (!shutdown_requested_) {
+    t_serve_loop = true;
+    const bool handled = poll_once();
+    t_serve_loop = false;
+    if (inline_step_) {
+      auto step = std::move(inline_step_);
+      inline_step_ = nullptr;
+      serve_thread_in_step_ = true;
+      step(/*on_serve_thread=*/true);
+      serve_thread_in_step_ = false;
+    }
+    if (handled) {
+      idle_since = std::chrono::steady_clock::now();
+      continue;
+    }
+    // Polling at full speed while steps come keeps a step's round trip in microseconds; an
+    // idle task backs off to short sleeps.
+    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  standby_cv_.notify_all();
+  standby.join();
+}
+
+bool TaskServer::poll_once() {
+  std::unique_lock serving(poll_mu_, std::try_to_lock);
+  if (!serving.owns_lock()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  last_poll_ = now.time_since_epoch().count();
+  std::optional<ControlChannel::Message> m;
+  try {
+    m = rt_.channel().try_receive(kRequestTag, rt_.spec().chief_rank());
+  } catch (const std::exception& e) {
+    std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
+    return true;
+  }
+  if (!m) {
+    // The chief pings every second: silence means it died (under mpirun --enable-recovery
+    // nothing else would end this process), so the job is ended, non-zero, by name.
+    if (now - heard_from_chief_ > rt_.liveness_timeout) {
+      std::cerr << "weft: [task " << task_ << "] the chief has not been heard from for "
+                << rt_.liveness_timeout.count() << " ms; ending the job" << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 14);
+    }
+    return false;
+  }
+  heard_from_chief_ = now;
+  try {
+    const ControlRequest request = decode_request(m->words, "the chief");
+    if (request.kind == ControlRequest::Kind::kShutdown) shutdown_requested_ = true;
+    else handle(request);
+  } catch (const std::exception& e) {
+    // A request that cannot be read is the chief's bug or damage on the way: say so, go on.
+    std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
+  }
+  return true;
+}
+
+void TaskServer::stand_by() {
+  std::unique_lock lock(standby_mu_);
   for (;;) {
-    std::optional<ControlChannel::Message> m;
-    try {
-      m = rt_.channel().try_receive(kRequestTag, rt_.spec().chief_rank());
-    } catch (const std::exception& e) {
-      std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
-      continue;
+    standby_cv_.wait_for(lock, kStandbyAfter, [&] { return shutdown_requested_.load(); });
+    if (shutdown_requested_) return;
+    const auto last = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_poll_.load()));
+    if (!serve_thread_in_step_ || std::chrono::steady_clock::now() - last < kStandbyAfter) continue;
+    lock.unlock();
+    while (poll_once()) {
     }
-    if (!m) {
-      // The chief pings every second: silence means it died (under mpirun --enable-recovery
-      // nothing else would end this process), so the job is ended, non-zero, by name.
-      if (std::chrono::steady_clock::now() - heard_from_chief > rt_.liveness_timeout) {
-        std::cerr << "weft: [task " << task_ << "] the chief has not been heard from for "
-                  << rt_.liveness_timeout.count() << " ms; ending the job" << std::endl;
-        MPI_Abort(MPI_COMM_WORLD, 14);
-      }
-      // Polling at full speed while steps come keeps a step's round trip in microseconds; an
-      // idle task backs off to short sleeps.
-      if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(200));
-      continue;
-    }
-    idle_since = heard_from_chief = std::chrono::steady_clock::now();
-    try {
-      const ControlRequest request = decode_request(m->words, "the chief");
-      if (request.kind == ControlRequest::Kind::kShutdown) return;
-      handle(request);
-    } catch (const std::exception& e) {
-      // A request that cannot be read is the chief's bug or damage on the way: say so, go on.
-      std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
-    }
+    lock.lock();
   }
 }
 
@@ -275,7 +319,7 @@ void TaskServer::start_step(const ControlRequest& request) {
     answer(error_at_task(std::current_exception(), task_), {});
     return;
   }
-  post([this, graph, step_id, answer] {
+  auto step = [this, graph, step_id, answer](bool on_serve_thread) {
     RunningStep running;
     {
       std::lock_guard lock(mu_);
@@ -284,7 +328,7 @@ void TaskServer::start_step(const ControlRequest& request) {
     std::exception_ptr error;
     std::vector<StepTensor> tensors;
     try {
-      tensors = run_step(graph, step_id, running);
+      tensors = run_step(graph, step_id, running, on_serve_thread);
     } catch (...) {
       error = error_at_task(std::current_exception(), task_);
     }
@@ -294,11 +338,13 @@ void TaskServer::start_step(const ControlRequest& request) {
     }
     rt_.rendezvous().cleanup_step(step_id);
     answer(error, tensors);
-  });
+  };
+  if (t_serve_loop && !inline_step_) inline_step_ = std::move(step);
+  else post([step = std::move(step)] { step(/*on_serve_thread=*/false); });
 }
 
 std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id,
-                                             RunningStep& running) {
+                                             RunningStep& running, bool on_serve_thread) {
   std::vector<std::vector<Tensor>> fetches(graph->executors.size());
   std::vector<Executor::Part> parts;
   for (size_t i = 0; i < graph->executors.size(); ++i) parts.push_back({graph->executors[i].get(), {}, &fetches[i]});
@@ -307,7 +353,9 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
                                  .rendezvous = &rendezvous,
                                  .cancellation = &running.cancel,
                                  .senders_in_process = false,
-                                 .parallel = graph->parallel});
+                                 .parallel = graph->parallel,
+                                 .poll_while_waiting = on_serve_thread ? std::function<bool()>([this] { return poll_once(); })
+                                                                       : std::function<bool()>()});
   return rendezvous.take_captured();
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,12 @@ struct StepOptions {
   // (waking pool threads costs more than tiny nodes do); a part whose own graph has parallel
   // work (Executor::parallel()) turns it on regardless.
   bool parallel = false;
+  // Called by the thread that runs the step while it has nothing ready to run, instead of only
+  // yielding or sleeping: a cluster process reads its control messages there (the answers that
+  // complete this step's Recvs, an abort), so no other thread has to receive them and wake this
+  // one. Returns whether it handled anything. With it set, the waiting thread never sleeps for
+  // longer than a short nap between calls. Called without any of the executor's locks held.
+  std::function<bool()> poll_while_waiting;
 };
 
 struct ExecutorSpec {

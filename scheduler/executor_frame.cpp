@@ -13,6 +13,7 @@
 // an asynchronous kernel takes its node's token and gives it back from its callback. The step is
 // over when no token is left and no helper is still inside the frame.
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "runtime/device.h"
@@ -92,6 +93,10 @@ class Executor::Frame {
         lock.lock();
         continue;
       }
+      if (step_.poll_while_waiting) {
+        poll_or_nap(lock, spins);
+        continue;
+      }
       if (!step_.senders_in_process && spins < kSpins) {
         // Waiting for another process: its tensor usually comes within microseconds, sooner
         // than a sleeping thread wakes. Yield a while (the core goes only to ready threads).
@@ -103,6 +108,22 @@ class Executor::Frame {
       }
       done_.wait(lock);
     }
+  }
+
+  // Waiting with a poll hook (StepOptions::poll_while_waiting): poll, then yield while the answer
+  // is likely to come within microseconds, then nap between polls. A completion wakes the nap.
+  void poll_or_nap(std::unique_lock<std::mutex>& lock, int& spins) {
+    constexpr int kPollSpins = 2000;
+    constexpr auto kPollNap = std::chrono::microseconds(100);
+    lock.unlock();
+    const bool handled = step_.poll_while_waiting();
+    if (!handled && spins < kPollSpins) {
+      ++spins;
+      std::this_thread::yield();
+    }
+    lock.lock();
+    if (!handled && spins >= kPollSpins && ready_.empty() && (outstanding_ > 0 || helpers_ > 0))
+      done_.wait_for(lock, kPollNap);
   }
 
   // Runs `item` and then, on the same token, one successor it made ready, and so on.

@@ -293,7 +293,8 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
                                      .rendezvous = &step_rendezvous,
                                      .cancellation = &cancel,
                                      .senders_in_process = false,
-                                     .parallel = parallel_});
+                                     .parallel = parallel_,
+                                     .poll_while_waiting = [&] { return remote_graph_->poll_answers(); }});
     } catch (...) {
       local_error = std::current_exception();
       cancel.cancel(local_error);

@@ -59,6 +59,10 @@ class RemoteGraph {
   // Waits until every task has answered for the step, bounded by the cluster's liveness check;
   // rethrows the first task's error as its own class, naming the task.
   virtual void finish_step(int64_t step_id) = 0;
+  // Reads, on the calling thread, an answer of the tasks that has arrived (the thread running
+  // this process's part of a step calls it while it waits: StepOptions::poll_while_waiting);
+  // whether there was one.
+  virtual bool poll_answers() { return false; }
 };
 
 // The other processes of a cluster, as the compiler sees them.

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -376,6 +378,45 @@ TEST(Cluster, AStepPastItsDeadlineNamesTheTasksStillRunning) {
     EXPECT_NE(what.find("deadline of 5 ms"), std::string::npos) << what;
     EXPECT_NE(what.find("still running: /job:worker/replica:0/task:2"), std::string::npos) << what;
   }
+}
+
+// A task runs a step on the thread that reads the chief's requests (cluster/task_server.h). A
+// kernel that keeps that thread busy longer than the liveness timeout must not make the task
+// look lost: the standby thread answers the chief's pings meanwhile. ctest runs this one alone
+// with a 2 s liveness timeout (cluster_mpi.busy_task; the chief pings each second, so a shorter one
+// would find the idle tasks silent too); the step, a loop of products on task 2, is sized to last
+// about 2.5 times as long.
+TEST(Cluster, ATaskBusyLongerThanTheLivenessTimeoutIsNotLost) {
+  const char* timeout_text = std::getenv("WEFT_LIVENESS_TIMEOUT_MS");
+  if (!timeout_text) GTEST_SKIP() << "run with a short WEFT_LIVENESS_TIMEOUT_MS (ctest: cluster_mpi.busy_task)";
+  const double liveness_s = std::atof(timeout_text) / 1000;
+  Graph g;
+  Tensor n, x, out;
+  {
+    GraphScope scope(g);
+    n = placeholder(float32, {}, "n");
+    x = placeholder(float32, {128, 128}, "x");
+    DeviceScope on(worker(2));
+    const std::vector<Tensor> r = while_loop(
+        [](const std::vector<Tensor>& v) { return v[0] < v[1]; },
+        [&](const std::vector<Tensor>& v) { return std::vector<Tensor>{v[0] + 1.f, v[1], tanh(matmul(v[2], x))}; },
+        {constant(0.f), n, x});
+    out = reduce_sum(r[2]);
+  }
+  Session sess(g, *g_cluster);
+  const Tensor xs = random::uniform({128, 128}, -0.05, 0.05, 8);
+  auto seconds_for = [&](float iterations) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const float v = sess.run({{n, constant(iterations)}, {x, xs}}, {out})[0].item<float>();
+    EXPECT_TRUE(std::isfinite(v));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const double per_iteration = seconds_for(200.f) / 200;
+  const float iterations = static_cast<float>(std::ceil(2.5 * liveness_s / per_iteration));
+  double took = seconds_for(iterations);  // throws Unavailable if task 2 were declared lost
+  if (took < 1.5 * liveness_s) took = seconds_for(iterations * static_cast<float>(std::ceil(2.5 * liveness_s / took)));
+  ASSERT_GT(took, liveness_s) << "the step must outlast the liveness timeout, or this tests nothing";
+  EXPECT_EQ(sess.run({{n, constant(3.f)}, {x, xs}}, {out}).size(), 1u);  // the session goes on
 }
 
 }  // namespace
