@@ -305,7 +305,10 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     tokens_[step_id] = {&cancel, token};
   }
 
-  bool poll_answers() override { return rt_.receive_reply(); }
+  bool poll_answers() override {
+    const bool collectives = process_collectives().poll();
+    return rt_.receive_reply() || collectives;
+  }
 
   void finish_step(int64_t step_id) override {
     std::unique_ptr<Waiter> w;

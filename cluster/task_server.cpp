@@ -354,7 +354,10 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
                                  .cancellation = &running.cancel,
                                  .senders_in_process = false,
                                  .parallel = graph->parallel,
-                                 .poll_while_waiting = on_serve_thread ? std::function<bool()>([this] { return poll_once(); })
+                                 .poll_while_waiting = on_serve_thread ? std::function<bool()>([this] {
+                                   const bool collectives = process_collectives().poll();
+                                   return poll_once() || collectives;
+                                 })
                                                                        : std::function<bool()>()});
   return rendezvous.take_captured();
 }

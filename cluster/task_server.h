@@ -11,7 +11,7 @@
 // Who runs a step: the serve thread itself, when it is free: handing the step to another thread
 // would cost a wake-up on the critical path of every step (measured: a third of a null step's
 // time with 4 processes on 2 cores). While that step waits (a Recv, a collective), its thread
-// goes on reading requests (StepOptions::poll_while_waiting); a RunStep that comes meanwhile runs
+// goes on reading requests and testing the process's collectives (StepOptions::poll_while_waiting); a RunStep that comes meanwhile runs
 // on a step thread (a new one when all are busy, so a step that waits for another never holds up
 // a third). Requests are read by one thread at a time (poll_mu_), so they are handled in the
 // order the chief sent them. A step whose kernels keep the serve thread busy does not leave the

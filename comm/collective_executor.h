@@ -114,6 +114,11 @@ class CollectiveTransport {
   virtual void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error) = 0;
   // Collective over every task: see CollectiveExecutor::reset.
   virtual void reset(std::chrono::milliseconds timeout) = 0;
+  // Tests the collectives in flight (and issues those whose turn came) on the calling thread,
+  // unless another thread is at it; whether any made progress. A thread waiting for its step calls
+  // it (StepOptions::poll_while_waiting), so the step's own thread sees its collective complete
+  // instead of waiting for the progress thread to be scheduled and hand it over.
+  virtual bool poll() { return false; }
 };
 
 class CollectiveExecutor {
@@ -140,6 +145,8 @@ class CollectiveExecutor {
   void reset(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   bool has_transport() const { return transport_ != nullptr; }
+  // CollectiveTransport::poll, where there is a transport.
+  bool poll() { return transport_ && transport_->poll(); }
 
  private:
   struct Instance;

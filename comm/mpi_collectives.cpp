@@ -66,6 +66,7 @@ class MpiCollectives::Impl {
   void start(std::shared_ptr<CrossProcessCollective> c);
   void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error);
   void reset(std::chrono::milliseconds timeout);
+  bool poll();
 
  private:
   struct Op {
@@ -525,6 +526,20 @@ void MpiCollectives::Impl::run() {
   }
 }
 
+bool MpiCollectives::Impl::poll() {
+  std::vector<OpPtr> finished;
+  bool issued = false, tested = false;
+  {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock() || stop_ || resetting_ || (requests_.empty() && ready_.empty())) return false;
+    issued = issue_ready(finished);
+    tested = test(finished);
+  }
+  if (issued) wake_.notify_one();  // the progress thread tests what this thread may stop testing
+  for (const OpPtr& op : finished) op->c->done(op->error);
+  return issued || tested;
+}
+
 void MpiCollectives::Impl::reset(std::chrono::milliseconds timeout) {
   std::lock_guard serial(reset_mu_);
   std::vector<OpPtr> dropped;
@@ -595,5 +610,6 @@ void MpiCollectives::abandon(const std::shared_ptr<CrossProcessCollective>& c, s
   impl_->abandon(c, std::move(error));
 }
 void MpiCollectives::reset(std::chrono::milliseconds timeout) { impl_->reset(timeout); }
+bool MpiCollectives::poll() { return impl_->poll(); }
 
 }  // namespace weft

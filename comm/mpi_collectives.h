@@ -60,6 +60,7 @@ class MpiCollectives final : public CollectiveTransport {
   void start(std::shared_ptr<CrossProcessCollective> c) override;
   void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error) override;
   void reset(std::chrono::milliseconds timeout) override;
+  bool poll() override;
 
  private:
   class Impl;

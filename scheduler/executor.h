@@ -51,8 +51,8 @@ struct StepOptions {
   bool parallel = false;
   // Called by the thread that runs the step while it has nothing ready to run, instead of only
   // yielding or sleeping: a cluster process reads its control messages there (the answers that
-  // complete this step's Recvs, an abort), so no other thread has to receive them and wake this
-  // one. Returns whether it handled anything. With it set, the waiting thread never sleeps for
+  // complete this step's Recvs, an abort) and tests its collectives, so no other thread has to
+  // receive them and wake this one. Returns whether it handled anything. With it set, the waiting thread never sleeps for
   // longer than a short nap between calls. Called without any of the executor's locks held.
   std::function<bool()> poll_while_waiting;
 };

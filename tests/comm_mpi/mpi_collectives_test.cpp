@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <numeric>
@@ -110,6 +111,40 @@ TEST(MpiCollectives, InstancesStartedInAnyOrderAreIssuedInKeyOrder) {
       for (int j = 0; j <= i; ++j) EXPECT_EQ(got[static_cast<size_t>(j)], static_cast<float>(10 * p * (p - 1) / 2 + p * j));
     }
   }
+}
+
+// A step's own thread tests its collectives (MpiCollectives::poll, called while the step waits)
+// beside the progress thread: two pollers and the progress thread over many instances started out
+// of order, every result right, each callback once.
+TEST(MpiCollectives, PollingThreadsBesideTheProgressThreadCompleteEveryInstanceOnce) {
+  auto t = make_transport(/*max_count=*/5);
+  const int p = size();
+  EXPECT_FALSE(t->poll()) << "nothing in flight: nothing to do";
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> progressed{0};
+  std::vector<std::thread> pollers;
+  for (int k = 0; k < 2; ++k)
+    pollers.emplace_back([&] {
+      while (!stop) progressed += t->poll() ? 1 : 0;
+    });
+  constexpr int kInstances = 8;
+  for (int64_t step = 1; step <= 20; ++step) {
+    std::vector<Started> started(kInstances);
+    for (int j = 0; j < kInstances; ++j) {
+      const int i = (rank() + static_cast<int>(step) + j) % kInstances;
+      started[static_cast<size_t>(i)] = start(*t, all_reduce(iota(3 * i + 1, static_cast<float>(rank())), step, i, kInstances));
+    }
+    for (int i = 0; i < kInstances; ++i) {
+      Started& s = started[static_cast<size_t>(i)];
+      ASSERT_FALSE(wait(s)) << "step " << step << " instance " << i;
+      const std::vector<float> got = s.c->result.to_vector<float>();
+      for (int j = 0; j <= 3 * i; ++j) EXPECT_EQ(got[static_cast<size_t>(j)], static_cast<float>(p * j + p * (p - 1) / 2));
+    }
+  }
+  stop = true;
+  for (std::thread& th : pollers) th.join();
+  EXPECT_FALSE(t->poll());
+  RecordProperty("poller_progress", std::to_string(progressed.load()));  // how often the pollers, not the thread, moved
 }
 
 TEST(MpiCollectives, BroadcastFromTheLastRankInSeveralCalls) {
