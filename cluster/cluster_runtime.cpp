@@ -1,5 +1,6 @@
 #include "cluster/cluster_runtime.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
@@ -13,11 +14,30 @@
 
 namespace weft {
 
+std::chrono::milliseconds liveness_timeout_from(const char* text) {
+  constexpr std::chrono::milliseconds kDefault{10000};
+  if (!text || !*text) return kDefault;
+  char* end = nullptr;
+  errno = 0;
+  const long long ms = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno == ERANGE || ms <= 0) {
+    std::cerr << "weft: [cluster] WEFT_LIVENESS_TIMEOUT_MS='" << text
+              << "' is not a positive whole number of milliseconds; using " << kDefault.count() << "\n";
+    return kDefault;
+  }
+  if (ms < kMinLivenessTimeout.count()) {
+    std::cerr << "weft: [cluster] WEFT_LIVENESS_TIMEOUT_MS=" << ms << " is shorter than the shortest liveness timeout, "
+              << kMinLivenessTimeout.count() << " ms (the chief pings every " << kPingInterval.count()
+              << " ms); using " << kMinLivenessTimeout.count() << "\n";
+    return kMinLivenessTimeout;
+  }
+  return std::chrono::milliseconds(ms);
+}
+
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
     : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
   rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); });
-  if (const char* t = std::getenv("WEFT_LIVENESS_TIMEOUT_MS"); t && std::atoll(t) > 0)
-    liveness_timeout = std::chrono::milliseconds(std::atoll(t));
+  liveness_timeout = liveness_timeout_from(std::getenv("WEFT_LIVENESS_TIMEOUT_MS"));
   if (rank_ == spec_.chief_rank()) {
     last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());
     dispatcher_ = std::thread([this] { dispatch_replies(); });
@@ -79,7 +99,7 @@ void ClusterRuntime::dispatch_replies() {
     if (got) idle_since = now;
     check_deadlines(now);
     if (now >= next_ping) {
-      next_ping = now + std::chrono::seconds(1);
+      next_ping = now + kPingInterval;
       for (int r = 0; r < spec_.num_tasks(); ++r) {
         if (r == rank_) continue;
         send_request(r, [](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setPing(); });

@@ -43,6 +43,16 @@ struct TaskTimeline {
   std::vector<timeline::Event> events;  // moved onto the chief's clock
 };
 
+// How often the chief pings every task, and the shortest liveness timeout accepted: a timeout not
+// well above the ping interval would find healthy idle tasks silent (and idle tasks the chief).
+inline constexpr std::chrono::milliseconds kPingInterval{1000};
+inline constexpr std::chrono::milliseconds kMinLivenessTimeout{2 * kPingInterval};
+
+// The liveness timeout WEFT_LIVENESS_TIMEOUT_MS asks for (`text`, null when unset): 10 s when unset;
+// a value that is not a whole number of milliseconds is reported on stderr and 10 s used; one
+// below kMinLivenessTimeout is reported and raised to it.
+std::chrono::milliseconds liveness_timeout_from(const char* text);
+
 // How long a reset of the collectives waits for every task to take part.
 inline constexpr std::chrono::milliseconds kCollectivesResetTimeout{10000};
 

@@ -383,9 +383,8 @@ TEST(Cluster, AStepPastItsDeadlineNamesTheTasksStillRunning) {
 // A task runs a step on the thread that reads the chief's requests (cluster/task_server.h). A
 // kernel that keeps that thread busy longer than the liveness timeout must not make the task
 // look lost: the standby thread answers the chief's pings meanwhile. ctest runs this one alone
-// with a 2 s liveness timeout (cluster_mpi.busy_task; the chief pings each second, so a shorter one
-// would find the idle tasks silent too); the step, a loop of products on task 2, is sized to last
-// about 2.5 times as long.
+// with a 2 s liveness timeout, the shortest accepted (kMinLivenessTimeout; cluster_mpi.busy_task);
+// the step, a loop of products on task 2, is sized to last about 2.5 times as long.
 TEST(Cluster, ATaskBusyLongerThanTheLivenessTimeoutIsNotLost) {
   const char* timeout_text = std::getenv("WEFT_LIVENESS_TIMEOUT_MS");
   if (!timeout_text) GTEST_SKIP() << "run with a short WEFT_LIVENESS_TIMEOUT_MS (ctest: cluster_mpi.busy_task)";
