@@ -27,6 +27,8 @@ Node& GraphBuilder::add(const OpDef& op, std::vector<Endpoint> inputs, Attrs att
                         std::string_view name, const std::source_location& where) {
   Node& n = graph_->add_node(op, std::move(inputs), std::move(attrs), std::move(outputs),
                              scoped_name(name.empty() ? std::string_view(op.name) : name), loc_of(where));
+  for (const Endpoint& e : n.inputs)
+    if (auto it = readers_of_read_.find(e.node); it != readers_of_read_.end()) it->second.push_back(n.id);
   const auto& devices = eager_context().device_stack;
   if (!devices.empty()) n.requested_device = devices.back();
   return n;
@@ -258,13 +260,23 @@ Tensor GraphBuilder::read_variable(const std::shared_ptr<VariableState>& var, bo
   VariableAccess& acc = accesses_[var.get()];
   if (acc.last_write >= 0) graph_->add_control_input(n.id, acc.last_write);
   if (for_update) {
-    // Copy-on-write happens here: it must wait for the reads before it, like a write.
-    for (int32_t r : acc.reads_since_write) graph_->add_control_input(n.id, r);
+    // Copy-on-write happens here: it must wait for the reads before it, like a write. It waits
+    // for their readers too: a value still held when it runs would cost a copy of the variable
+    // every step (a training step's optimizer reads would otherwise run at its start, while the
+    // forward pass still holds the weights). A reader added later still gets its copy.
+    for (int32_t r : acc.reads_since_write) {
+      graph_->add_control_input(n.id, r);
+      if (auto it = readers_of_read_.find(r); it != readers_of_read_.end()) {
+        for (int32_t reader : it->second) graph_->add_control_input(n.id, reader);
+        readers_of_read_.erase(it);
+      }
+    }
     acc.reads_since_write.clear();
     acc.last_write = n.id;
     side_effects_.push_back(n.id);
   } else {
     acc.reads_since_write.push_back(n.id);
+    readers_of_read_.emplace(n.id, std::vector<int32_t>());
   }
   return symbolic({n.id, 0});
 }

@@ -21,6 +21,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "api/context.h"
@@ -101,6 +102,10 @@ class GraphBuilder final : public OpRecorder {
     int32_t last_write = -1;
     std::vector<int32_t> reads_since_write;
   };
+  // The nodes that take each ReadVariable node's value so far: a ReadVariableForUpdate waits for
+  // them (read_variable), so that by the time it runs no earlier read's value is still held and
+  // the update writes the variable's buffer in place instead of copying it first.
+  std::unordered_map<int32_t, std::vector<int32_t>> readers_of_read_;
   std::string variable_key(const std::shared_ptr<VariableState>& var);
   std::string scoped_name(std::string_view base) const;
   SourceLoc loc_of(const std::source_location& where) const;

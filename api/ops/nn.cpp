@@ -44,8 +44,12 @@ Tensor relu_backward(const Tensor& dy, const Tensor& x) {
   static const OpDef& op = op_def("ReluGrad");
   return dispatch1(op, {dy, x});
 }
-std::vector<Tensor> relu_grad(const GradContext& g) { return {relu_backward(g.grad(), g.input(0))}; }
-// ReluGrad is linear in dy (same mask again) and piecewise constant in x.
+// The mask comes from relu's output, positive exactly where its input is: the pre-activation then
+// has no reader but the relu, so a layer's MatMul, bias and relu fuse into one FusedMatMul in
+// training graphs too (the fusion pass needs the bias-add's output read by the relu alone), and
+// the tape keeps one tensor per layer instead of two.
+std::vector<Tensor> relu_grad(const GradContext& g) { return {relu_backward(g.grad(), g.output(0))}; }
+// ReluGrad is linear in dy (same mask again) and piecewise constant in its mask input.
 std::vector<Tensor> relu_grad_grad(const GradContext& g) {
   return {relu_backward(g.grad(), g.input(1)), zeros_like(g.input(1))};
 }

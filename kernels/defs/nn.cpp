@@ -32,7 +32,8 @@ Cost softmax_cost(const InferContext& ctx) {
 
 namespace {
 // ReluGrad(dy, x) = dy where x > 0, else 0: relu's backward pass in one loop instead of a
-// comparison, a zeros tensor and a select.
+// comparison, a zeros tensor and a select. x may be relu's input or its output (both are positive
+// at the same places); relu's gradient passes the output (api/ops/nn.cpp).
 void infer_relu_grad(InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
   check_dtype_in(ctx, 0, kFloatingOrHalf);

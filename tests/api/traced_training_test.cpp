@@ -116,5 +116,59 @@ TEST(TracedTraining, RelaxedShapesTrainOnEveryBatchSizeWithOneTrace) {
   EXPECT_EQ(step.tracing_count(), 1);
 }
 
+// A traced SGD step over Dense layers with relu, as seed 004's MLP trains.
+struct Mlp {
+  nn::Sequential model{nn::Dense(16, nn::relu), nn::Dense(16, nn::relu), nn::Dense(4)};
+  optim::SGD opt{0.05};
+};
+auto traced_step(Mlp& m) {
+  return function([&m](Tensor xb, Tensor yb) {
+    GradientTape tape;
+    Tensor loss = nn::sparse_softmax_cross_entropy(yb, m.model(xb, true));
+    auto vars = m.model.trainable_variables();
+    m.opt.apply_gradients(tape.gradient(loss, vars), vars);
+    return loss;
+  });
+}
+
+// relu's gradient takes relu's output, so the pre-activation has no other reader and each hidden
+// layer's product, bias and relu become one FusedMatMul in the training graph, as in inference.
+TEST(TracedTraining, DenseReluLayersFuseInATrainingStep) {
+  Mlp m;
+  auto step = traced_step(m);
+  const Tensor x = random::normal({32, 8}, 0, 1, 21);
+  const Tensor y = cast(random::uniform({32}, 0, 3.99, 22), int32);
+  const Graph g = step.graph(x, y);
+  int fused_relu = 0, relu = 0;
+  for (int32_t id : g.ir().node_ids()) {
+    const Node& n = g.ir().node(id);
+    relu += n.type() == "Relu";
+    fused_relu += n.type() == "FusedMatMul" && n.attrs.get_or<std::string>("activation", "") == "relu";
+  }
+  EXPECT_EQ(fused_relu, 2);
+  EXPECT_EQ(relu, 0);
+}
+
+// The optimizer's update reads each variable only after every earlier read's readers have run, so
+// nothing else holds the buffer and SGD writes it in place: a copy of every weight per step
+// (what a read-for-update running at the step's start cost) would move the buffers.
+TEST(TracedTraining, AnSgdStepUpdatesTheWeightsInPlace) {
+  Mlp m;
+  auto step = traced_step(m);
+  const Tensor x = random::normal({32, 8}, 0, 1, 23);
+  const Tensor y = cast(random::uniform({32}, 0, 3.99, 24), int32);
+  (void)step(x, y).item<float>();  // trace, and make the weights private to their variables
+  std::vector<const void*> before;
+  for (const Variable& v : m.model.trainable_variables()) before.push_back(v.value().raw_data());
+  std::vector<float> first;
+  for (const Variable& v : m.model.trainable_variables()) first.push_back(v.value().to_vector<float>()[0]);
+  for (int i = 0; i < 3; ++i) (void)step(x, y).item<float>();
+  const std::vector<Variable> vars = m.model.trainable_variables();
+  for (size_t i = 0; i < vars.size(); ++i) {
+    EXPECT_EQ(vars[i].value().raw_data(), before[i]) << vars[i].name();
+    EXPECT_NE(vars[i].value().to_vector<float>()[0], first[i]) << vars[i].name() << " was not updated";
+  }
+}
+
 }  // namespace
 }  // namespace weft
