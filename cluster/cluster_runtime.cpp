@@ -1,9 +1,9 @@
 #include "cluster/cluster_runtime.h"
 
-#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
+#include "cluster/duration_setting.h"
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "comm/collective_executor.h"
@@ -15,23 +15,13 @@
 namespace weft {
 
 std::chrono::milliseconds liveness_timeout_from(const char* text) {
-  constexpr std::chrono::milliseconds kDefault{10000};
-  if (!text || !*text) return kDefault;
-  char* end = nullptr;
-  errno = 0;
-  const long long ms = std::strtoll(text, &end, 10);
-  if (*end != '\0' || errno == ERANGE || ms <= 0) {
-    std::cerr << "weft: [cluster] WEFT_LIVENESS_TIMEOUT_MS='" << text
-              << "' is not a positive whole number of milliseconds; using " << kDefault.count() << "\n";
-    return kDefault;
-  }
-  if (ms < kMinLivenessTimeout.count()) {
-    std::cerr << "weft: [cluster] WEFT_LIVENESS_TIMEOUT_MS=" << ms << " is shorter than the shortest liveness timeout, "
-              << kMinLivenessTimeout.count() << " ms (the chief pings every " << kPingInterval.count()
-              << " ms); using " << kMinLivenessTimeout.count() << "\n";
-    return kMinLivenessTimeout;
-  }
-  return std::chrono::milliseconds(ms);
+  const std::chrono::milliseconds t =
+      milliseconds_setting("WEFT_LIVENESS_TIMEOUT_MS", text, std::chrono::milliseconds(10000));
+  if (t >= kMinLivenessTimeout) return t;
+  std::cerr << "weft: [cluster] WEFT_LIVENESS_TIMEOUT_MS=" << t.count() << " is shorter than the shortest liveness timeout, "
+            << kMinLivenessTimeout.count() << " ms (the chief pings every " << kPingInterval.count() << " ms); using "
+            << kMinLivenessTimeout.count() << "\n";
+  return kMinLivenessTimeout;
 }
 
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cluster/cluster_spec.h"
+#include "cluster/duration_setting.h"
 
 namespace weft {
 
@@ -75,17 +76,8 @@ void StartupWatchdog::watch(std::chrono::steady_clock::time_point deadline) {
 }
 
 std::chrono::milliseconds StartupWatchdog::timeout_from_environment() {
-  const char* t = std::getenv("WEFT_STARTUP_TIMEOUT_MS");
-  if (!t || !*t) return std::chrono::seconds(30);
-  char* end = nullptr;
-  const long long ms = std::strtoll(t, &end, 10);
-  if (*end != '\0' || ms <= 0) {
-    // Nothing can be raised this early (MPI is not up, and every task would report it): say so once.
-    std::fprintf(stderr, "weft: [cluster] WEFT_STARTUP_TIMEOUT_MS='%s' is not a positive number of milliseconds; "
-                         "using 30000\n", t);
-    return std::chrono::seconds(30);
-  }
-  return std::chrono::milliseconds(ms);
+  // Nothing can be raised this early (MPI is not up): a bad value is reported and 30 s used.
+  return milliseconds_setting("WEFT_STARTUP_TIMEOUT_MS", std::getenv("WEFT_STARTUP_TIMEOUT_MS"), std::chrono::seconds(30));
 }
 
 int StartupWatchdog::rank_from_environment() {

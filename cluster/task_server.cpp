@@ -349,16 +349,17 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
   std::vector<Executor::Part> parts;
   for (size_t i = 0; i < graph->executors.size(); ++i) parts.push_back({graph->executors[i].get(), {}, &fetches[i]});
   StepRendezvous rendezvous(rt_.rendezvous(), {.capture = graph->reply_edges.empty() ? nullptr : &graph->reply_edges});
+  // On the serve thread, the step's wait reads the chief's requests and tests the collectives.
+  const std::function<bool()> serve_while_waiting = [this] {
+    const bool collectives = process_collectives().poll();
+    return poll_once() || collectives;
+  };
   Executor::run_together(parts, {.step_id = step_id,
                                  .rendezvous = &rendezvous,
                                  .cancellation = &running.cancel,
                                  .senders_in_process = false,
                                  .parallel = graph->parallel,
-                                 .poll_while_waiting = on_serve_thread ? std::function<bool()>([this] {
-                                   const bool collectives = process_collectives().poll();
-                                   return poll_once() || collectives;
-                                 })
-                                                                       : std::function<bool()>()});
+                                 .poll_while_waiting = on_serve_thread ? &serve_while_waiting : nullptr});
   return rendezvous.take_captured();
 }
 

@@ -11,12 +11,15 @@
 // Who runs a step: the serve thread itself, when it is free: handing the step to another thread
 // would cost a wake-up on the critical path of every step (measured: a third of a null step's
 // time with 4 processes on 2 cores). While that step waits (a Recv, a collective), its thread
-// goes on reading requests and testing the process's collectives (StepOptions::poll_while_waiting); a RunStep that comes meanwhile runs
-// on a step thread (a new one when all are busy, so a step that waits for another never holds up
-// a third). Requests are read by one thread at a time (poll_mu_), so they are handled in the
-// order the chief sent them. A step whose kernels keep the serve thread busy does not leave the
-// task deaf: a standby thread reads requests whenever the serve role has not polled for
-// kStandbyAfter, so pings and aborts are still answered. The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
+// goes on reading requests and testing the process's collectives
+// (StepOptions::poll_while_waiting); a RunStep that comes meanwhile runs on a step thread (a new
+// one when all are busy, so a step that waits for another never holds up a third). Requests are
+// read by one thread at a time (poll_mu_), so they are handled in the order the chief sent them.
+// A step whose kernels keep the serve thread busy does not leave the task deaf: a standby thread
+// reads requests whenever the serve role has not polled for kStandbyAfter, so pings and aborts
+// are still answered.
+//
+// The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
 // and the small sends to the chief on the graph's reply edges go back in the answer
 // (comm/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come
 // yet). Ping is answered by whoever reads it, so a task busy with a long kernel still

@@ -52,9 +52,11 @@ struct StepOptions {
   // Called by the thread that runs the step while it has nothing ready to run, instead of only
   // yielding or sleeping: a cluster process reads its control messages there (the answers that
   // complete this step's Recvs, an abort) and tests its collectives, so no other thread has to
-  // receive them and wake this one. Returns whether it handled anything. With it set, the waiting thread never sleeps for
-  // longer than a short nap between calls. Called without any of the executor's locks held.
-  std::function<bool()> poll_while_waiting;
+  // receive them and wake this one. Returns whether it handled anything. With it set, the
+  // waiting thread never sleeps longer than a short nap between calls. Called without any of the
+  // executor's locks held. Not owned (the caller's, alive for the step): StepOptions stays a
+  // plain value, copied into every run state of every run, local runs included.
+  const std::function<bool()>* poll_while_waiting = nullptr;
 };
 
 struct ExecutorSpec {

@@ -94,7 +94,7 @@ class Executor::Frame {
         continue;
       }
       if (step_.poll_while_waiting) {
-        poll_or_nap(lock, spins);
+        poll_or_nap(lock, spins, kSpins);
         continue;
       }
       if (!step_.senders_in_process && spins < kSpins) {
@@ -112,17 +112,16 @@ class Executor::Frame {
 
   // Waiting with a poll hook (StepOptions::poll_while_waiting): poll, then yield while the answer
   // is likely to come within microseconds, then nap between polls. A completion wakes the nap.
-  void poll_or_nap(std::unique_lock<std::mutex>& lock, int& spins) {
-    constexpr int kPollSpins = 2000;
+  void poll_or_nap(std::unique_lock<std::mutex>& lock, int& spins, int max_spins) {
     constexpr auto kPollNap = std::chrono::microseconds(100);
     lock.unlock();
-    const bool handled = step_.poll_while_waiting();
-    if (!handled && spins < kPollSpins) {
+    const bool handled = (*step_.poll_while_waiting)();
+    if (!handled && spins < max_spins) {
       ++spins;
       std::this_thread::yield();
     }
     lock.lock();
-    if (!handled && spins >= kPollSpins && ready_.empty() && (outstanding_ > 0 || helpers_ > 0))
+    if (!handled && spins >= max_spins && ready_.empty() && (outstanding_ > 0 || helpers_ > 0))
       done_.wait_for(lock, kPollNap);
   }
 

@@ -286,6 +286,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
       sent_in_message.insert(f.transfer);
     }
     StepRendezvous step_rendezvous(rendezvous, {.skip = sent_in_message.empty() ? nullptr : &sent_in_message});
+    const std::function<bool()> poll_answers = [this] { return remote_graph_->poll_answers(); };
     remote_graph_->start_step(step, cancel, step_timeout_, std::move(step_tensors));
     std::exception_ptr local_error, remote_error;
     try {
@@ -294,7 +295,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
                                      .cancellation = &cancel,
                                      .senders_in_process = false,
                                      .parallel = parallel_,
-                                     .poll_while_waiting = [&] { return remote_graph_->poll_answers(); }});
+                                     .poll_while_waiting = &poll_answers});
     } catch (...) {
       local_error = std::current_exception();
       cancel.cancel(local_error);
