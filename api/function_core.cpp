@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "api/context.h"
+#include "api/devices.h"
+#include "runtime/device.h"
 #include "api/function_gradient.h"
 #include "api/graph_builder.h"
 #include "scheduler/graph_compiler.h"
@@ -14,6 +16,39 @@ namespace weft {
 
 namespace {
 std::atomic<bool> g_run_eagerly{false};
+
+bool process_has_gpu() {
+  static const bool has = [] {
+    for (Device* d : local_devices())
+      if (d->type() != DeviceType::CPU) return true;
+    return false;
+  }();
+  return has;
+}
+
+// Where a call's ops run when the body names no device: the innermost DeviceScope around the
+// call, else where eager execution would run them. Eager runs an op without a scope on its first
+// input's device (api/dispatch.cpp), so a function whose first argument is on a GPU runs there,
+// and one given host tensors (or none) runs on the CPU, exactly as its eager calls would: the
+// traced results are the eager ones, bit for bit (a GPU's NaNs and transcendentals differ in
+// their last bits from the CPU's). Left to the cost model instead, a function fed host tensors
+// could land on the GPU. Only a process with a GPU has that choice to pin: with CPUs alone, the
+// request stays empty and the placer spreads the ops over the logical CPUs as before.
+std::string device_of_call(std::span<const Tensor> args) {
+  std::string scope = current_device_request();
+  if (!scope.empty() || !process_has_gpu()) return scope;
+  Device* eager = args.empty() || !args[0].defined() || args[0].is_symbolic() ? cpu_device() : args[0].device_ptr();
+  return eager->type() == DeviceType::CPU ? std::string("/device:CPU") : eager->name();
+}
+
+// A trace serves the calls made where it was traced: the device is part of its key, as
+// tf.function keys its traces by the device scope. Nothing is added (nor allocated) for calls
+// with no device to pin, the common case on a machine without a GPU.
+const std::string& key_with_device(const std::string& static_key, const std::string& device, std::string& storage) {
+  if (device.empty()) return static_key;
+  storage = static_key + " @" + device;
+  return storage;
+}
 }  // namespace
 
 void run_functions_eagerly(bool eagerly) { g_run_eagerly = eagerly; }
@@ -30,7 +65,8 @@ std::string TensorSpec::to_string() const { return std::string(dtype_name(dtype)
 
 struct FunctionCore::Concrete {
   std::vector<TensorSpec> specs;
-  std::string static_key;
+  std::string static_key;  // with the device, if any (key_with_device)
+  std::string device;      // pinned for the trace (device_of_call)
   std::unique_ptr<CompiledGraph> compiled;
   // The trace before the passes, whose ops all have gradients: what a tape differentiates.
   std::shared_ptr<const GraphIR> raw;
@@ -68,10 +104,12 @@ std::vector<TensorSpec> FunctionCore::specs_for(std::span<const Tensor> args, co
 }
 
 std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<TensorSpec>& specs,
-                                                            const std::string& static_key, const Body& body) {
+                                                            const std::string& static_key, const std::string& device,
+                                                            const Body& body) {
   auto c = std::make_unique<Concrete>();
   c->specs = specs;
   c->static_key = static_key;
+  c->device = device;
   auto graph = std::make_shared<GraphIR>();
   GraphBuilder builder(graph, GraphBuilder::Mode::kFunction);
   if (tracing_count_ > 0)
@@ -83,6 +121,9 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
   {
     // The tapes recording around the call must not see the symbolic ops of the trace.
     ObserversHidden hidden;
+    // The device eager execution would use, where no DeviceScope says (device_of_call).
+    std::optional<DeviceScope> pinned;
+    if (!device.empty() && current_device_request().empty()) pinned.emplace(device);
     RecorderScope recording(&builder);
     std::vector<Tensor> args;
     for (size_t i = 0; i < specs.size(); ++i)
@@ -108,13 +149,21 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
 }
 
 void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const Tensor> args,
-                             const std::string& static_key) {
+                             const std::string& static_key, const std::string& device) {
   if (traced && last_) {
     // Say what changed since the previous call: that is what made this one retrace.
     std::string cause;
-    if (static_key != last_->static_key) {
-      cause = "the structure or non-tensor values of its arguments changed from (" + last_->static_key +
-              ") to (" + static_key + "); pass values that change as tensors";
+    // The keys without their devices: what the caller wrote.
+    auto written = [](const std::string& key, const std::string& device) {
+      return device.empty() ? key : key.substr(0, key.size() - device.size() - 2);
+    };
+    if (device != last_->device) {
+      cause = "it was called for another device ('" + last_->device + "', then '" + device +
+              "'): a trace runs where it was traced, so each device has its own";
+    } else if (static_key != last_->static_key) {
+      cause = "the structure or non-tensor values of its arguments changed from (" +
+              written(last_->static_key, last_->device) + ") to (" + written(static_key, device) +
+              "); pass values that change as tensors";
     } else if (args.size() == last_->specs.size()) {
       for (size_t i = 0; i < args.size() && cause.empty(); ++i)
         if (!last_->specs[i].accepts(args[i]))
@@ -137,7 +186,7 @@ void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const 
 }
 
 FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args, const std::string& static_key,
-                                                    const Body& body) {
+                                                    const std::string& device, const Body& body) {
   for (const Tensor& t : args) {
     if (!t.defined()) throw InvalidArgument("[function '" + options_.name + "'] an argument is an empty Tensor handle");
     if (t.is_symbolic())
@@ -161,13 +210,13 @@ FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args
     if (!cache_[i]->matches(args, static_key)) continue;
     if (i) std::rotate(cache_.begin(), cache_.begin() + static_cast<std::ptrdiff_t>(i),
                        cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    note_call(cache_.front().get(), false, args, static_key);
+    note_call(cache_.front().get(), false, args, static_key, device);
     return *cache_.front();
   }
   std::vector<TensorSpec> specs = options_.input_signature.empty() ? specs_for(args, static_key)
                                                                    : options_.input_signature;
-  cache_.insert(cache_.begin(), trace(specs, static_key, body));
-  note_call(cache_.front().get(), true, args, static_key);
+  cache_.insert(cache_.begin(), trace(specs, static_key, device, body));
+  note_call(cache_.front().get(), true, args, static_key, device);
   return *cache_.front();
 }
 
@@ -175,15 +224,18 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
   // Called while another function traces: inline into that trace. With tracing off: run eagerly.
   if (current_builder() || functions_run_eagerly()) return body(args);
   if (!eager_context().observers.empty()) return call_under_tape(args, static_key, body);
+  const std::string device = device_of_call(args);
+  std::string storage;
+  const std::string& key = key_with_device(static_key, device, storage);
   const CompiledGraph* exec = nullptr;
   if (const Concrete* steady = steady_.load(std::memory_order_acquire)) {
     bool plain = true;  // concrete tensors; anything else takes the slow path and its errors
     for (const Tensor& t : args) plain &= t.defined() && !t.is_symbolic();
-    if (plain && steady->matches(args, static_key)) exec = steady->compiled.get();
+    if (plain && steady->matches(args, key)) exec = steady->compiled.get();
   }
   if (!exec) {
     std::lock_guard lock(mu_);
-    exec = find_or_trace(args, static_key, body).compiled.get();
+    exec = find_or_trace(args, key, device, body).compiled.get();
   }
   // find_or_trace matched the arguments against the signature the graph was traced for.
   return exec->run_checked_feeds(args);
@@ -196,8 +248,10 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
   TapedFunction::Made taped;
   const CompiledGraph* exec = nullptr;
   {
+    const std::string device = device_of_call(args);
+    std::string storage;
     std::lock_guard lock(mu_);
-    Concrete& c = find_or_trace(args, static_key, body);
+    Concrete& c = find_or_trace(args, key_with_device(static_key, device, storage), device, body);
     if (!c.taped) c.taped = TapedFunction::make(*c.raw, options_.optimize);
     taped = *c.taped;
     exec = c.compiled.get();
@@ -212,8 +266,10 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
 
 std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,
                                                  const Body& body) {
+  const std::string device = device_of_call(args);
+  std::string storage;
   std::lock_guard lock(mu_);
-  return find_or_trace(args, static_key, body).compiled->shared_graph();
+  return find_or_trace(args, key_with_device(static_key, device, storage), device, body).compiled->shared_graph();
 }
 
 }  // namespace weft

@@ -72,10 +72,14 @@ class FunctionCore {
  private:
   struct Concrete;
   std::vector<Tensor> call_under_tape(std::span<const Tensor> args, const std::string& static_key, const Body& body);
-  Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const Body& body);
-  std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key, const Body& body);
+  // `static_key` includes the device of the call; `device` is that device, pinned for the trace.
+  Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const std::string& device,
+                          const Body& body);
+  std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key,
+                                  const std::string& device, const Body& body);
   std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key) const;
-  void note_call(const Concrete* used, bool traced, std::span<const Tensor> args, const std::string& static_key);
+  void note_call(const Concrete* used, bool traced, std::span<const Tensor> args, const std::string& static_key,
+                 const std::string& device);
 
   FunctionOptions options_;
   std::mutex mu_;

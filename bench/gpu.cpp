@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -157,7 +158,9 @@ void add_bandwidth(std::vector<Row>& rows, Device& gpu) {
 void small_eager(std::vector<Row>& rows, Device& gpu) {
   try {
     DeviceScope scope("/gpu:0");
-    Tensor a = constant({1.f, -2.f, 3.f, -4.f}), b = constant({0.5f, 0.5f, -5.f, 5.f});
+    // Operands already on the GPU, as the peer's are: constant() makes host tensors, and an op
+    // on the GPU would upload them on every call.
+    Tensor a = constant({1.f, -2.f, 3.f, -4.f}).to(&gpu), b = constant({0.5f, 0.5f, -5.f, 5.f}).to(&gpu);
     const int calls = 20000;
     const double w = bench::seconds_per_call([&] {
       Tensor y = relu(a + b);
@@ -182,6 +185,12 @@ void traced_mlp(std::vector<Row>& rows, Device& gpu) {
     const double w = bench::seconds_per_call([&] { step(x, y).item<float>(); }, 100);
     const float last = step(x, y).item<float>();
     gpu.synchronize();
+    // WEFT_BENCH_TRACE=path: ten more steps recorded as a Chrome trace, to see where a step goes.
+    if (const char* path = std::getenv("WEFT_BENCH_TRACE")) {
+      profiler::start();
+      for (int i = 0; i < 10; ++i) step(x, y).item<float>();
+      profiler::stop(path);
+    }
     rows.push_back({"MLP 784-128x3-10, batch 256, traced step", fmt("%.3f ms", w * 1e3),
                     fmt("loss %.3f -> ", first) + fmt("%.3f", last), "", "reported"});
   } catch (const std::exception& e) {

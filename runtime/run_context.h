@@ -16,6 +16,7 @@ namespace weft {
 
 class CancellationManager;
 class Device;
+struct KernelContext;
 class GraphIR;
 class Rendezvous;
 
@@ -35,6 +36,11 @@ class RunContext {
   virtual Rendezvous* rendezvous() const { return nullptr; }
   // Cancelled with the step's first error, anywhere; null when the run cannot be cancelled.
   virtual CancellationManager* cancellation() const { return nullptr; }
+  // Said by an asynchronous kernel whose wait for another partition is over and which now only
+  // finishes work of its own (a Recv copying what arrived onto its GPU, or down from it): a step
+  // whose every unfinished kernel waits for a tensor that no partition will send is stuck and
+  // fails, and one whose kernels are copying is not. `kernel` is the context the kernel got.
+  virtual void async_wait_over(const KernelContext& /*kernel*/) {}
 };
 
 }  // namespace weft

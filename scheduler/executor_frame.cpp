@@ -23,13 +23,14 @@
 
 namespace weft {
 
-class Executor::Frame {
+class Executor::Frame final : public AsyncWaitObserver {
  public:
   Frame(std::span<const Part> parts, const StepOptions& step) : parts_(parts), step_(step) {
     states_.reserve(parts.size());
     bool parallel = step.parallel;
     for (const Part& p : parts) {
       states_.push_back(p.executor->take_run_state(p.feeds, step));
+      states_.back()->ctx.set_wait_observer(this);
       parallel |= p.executor->parallel_;
     }
     // From inside a pool thread, helpers could find no free thread; the caller drains alone.
@@ -38,7 +39,23 @@ class Executor::Frame {
   }
 
   ~Frame() {
-    for (size_t i = 0; i < parts_.size(); ++i) parts_[i].executor->give_back(std::move(states_[i]));
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      states_[i]->ctx.set_wait_observer(nullptr);
+      parts_[i].executor->give_back(std::move(states_[i]));
+    }
+  }
+
+  // The kernel's token stays counted (the step is not over), but it no longer makes the step
+  // look stuck: what it finishes now needs no other partition.
+  void async_wait_over(const KernelContext& kernel) override {
+    std::lock_guard lock(mu_);
+    for (auto& st : states_)
+      for (RunState::AsyncSlot& slot : st->async)
+        if (slot.kc && &*slot.kc == &kernel && !slot.wait_over) {
+          slot.wait_over = true;
+          --async_in_flight_;
+          return;
+        }
   }
 
   void run() {
@@ -220,7 +237,8 @@ class Executor::Frame {
       // A kernel that throws has not called back: the token is still the node's.
       if (slot.kc) {
         std::lock_guard lock(mu_);
-        --async_in_flight_;
+        if (!slot.wait_over) --async_in_flight_;
+        slot.wait_over = false;
       }
       slot.kc.reset();
       for (Tensor& t : ins) t.forget_borrowed();
@@ -239,7 +257,9 @@ class Executor::Frame {
     std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
     {
       std::lock_guard lock(mu_);
-      --async_in_flight_;  // the token (still counted) keeps the step from looking stuck
+      // The token (still counted) keeps the step from looking stuck.
+      if (!slot.wait_over) --async_in_flight_;
+      slot.wait_over = false;
     }
     // The whole wait, from the kernel's start until now: what a Recv's span is there to show.
     if (slot.timeline_start_us >= 0) record_on_timeline(n, true, *s.track, slot.timeline_start_us);

@@ -38,6 +38,16 @@ struct Executor::Step {
   Tensor preloaded;
 };
 
+// The step's frame, told when an asynchronous kernel of the step stops waiting for another
+// partition (RunContext::async_wait_over).
+class AsyncWaitObserver {
+ public:
+  virtual void async_wait_over(const KernelContext& kernel) = 0;
+
+ protected:
+  ~AsyncWaitObserver() = default;
+};
+
 class Executor::Context final : public RunContext {
  public:
   explicit Context(const Executor& exec) : exec_(exec) {}
@@ -53,11 +63,17 @@ class Executor::Context final : public RunContext {
   int64_t step_id() const override { return step_.step_id; }
   Rendezvous* rendezvous() const override { return step_.rendezvous; }
   CancellationManager* cancellation() const override { return step_.cancellation; }
+  void async_wait_over(const KernelContext& kernel) override {
+    if (wait_observer_) wait_observer_->async_wait_over(kernel);
+  }
   void set_step(const StepOptions& step) { step_ = step; }
+  // The step's frame, which counts the asynchronous kernels that wait (null outside a step).
+  void set_wait_observer(AsyncWaitObserver* frame) { wait_observer_ = frame; }
 
  private:
   const Executor& exec_;
   StepOptions step_;
+  AsyncWaitObserver* wait_observer_ = nullptr;
 };
 
 struct Executor::RunState {
@@ -85,6 +101,7 @@ struct Executor::RunState {
     std::vector<Tensor> io;  // inputs (borrowed), then outputs
     std::optional<KernelContext> kc;
     int64_t timeline_start_us = -1;  // when the kernel started, if the timeline was recording
+    bool wait_over = false;  // said so (RunContext::async_wait_over): no longer counted as waiting
   };
 
   std::vector<Tensor> values;

@@ -1,6 +1,10 @@
-// CPU kernels of If and While: they run their subgraphs through the executor's RunContext,
-// which builds (once) and caches an executor per subgraph. The subgraph results become the
-// outputs as they are, without copies.
+// Kernels of If and While: they run their subgraphs through the executor's RunContext, which
+// builds (once) and caches an executor per subgraph, on the device the If or While runs on. The
+// subgraph results become the outputs as they are, without copies. The kernels are host code on
+// every device type: on a GPU, the predicate (a bool scalar in device memory) is read back, one
+// small download per branch taken or iteration, as TensorFlow's GPU loops read their condition.
+// Placement puts an If or While on a GPU only where every node of its subgraphs has a kernel
+// there (scheduler/passes/place.cpp).
 #include "kernels/register_all.h"
 #include "runtime/graph.h"
 #include "runtime/kernel_registry.h"
@@ -46,9 +50,9 @@ void while_kernel(KernelContext& ctx) {
     ++iterations;
   }
   for (size_t i = 0; i < n; ++i) ctx.output(static_cast<int>(i)) = std::move(args[i]);
-  Tensor count = Tensor::empty(DType::Int64, Shape{}, &ctx.device);
+  Tensor count = Tensor::empty(DType::Int64, Shape{}, cpu_device());
   *count.data<int64_t>() = iterations;
-  ctx.output(static_cast<int>(n)) = std::move(count);
+  ctx.output(static_cast<int>(n)) = ctx.device.type() == DeviceType::CPU ? std::move(count) : count.to(&ctx.device);
 }
 
 }  // namespace
@@ -57,8 +61,10 @@ void register_control_flow_kernels() {
   // Selected by output 0's dtype (a branch result or loop variable), so every dtype has them.
   for (int d = 0; d < kNumDTypes; ++d) {
     const DType dt = static_cast<DType>(d);
-    register_kernel("If", DeviceType::CPU, dt, if_kernel);
-    register_kernel("While", DeviceType::CPU, dt, while_kernel);
+    for (DeviceType device : {DeviceType::CPU, DeviceType::CUDA}) {
+      register_kernel("If", device, dt, if_kernel);
+      register_kernel("While", device, dt, while_kernel);
+    }
   }
 }
 

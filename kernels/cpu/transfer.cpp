@@ -42,6 +42,7 @@ void send_from_gpu(KernelContext& ctx, AsyncDone done) {
     done(nullptr);
     return;
   }
+  ctx.run_context().async_wait_over(ctx);  // it waits for its own download only
   transfer_async(ctx.input(0), *cpu_device(),
                  [&r, key = std::move(key), done = std::move(done)](std::exception_ptr error, Tensor host) {
                    if (!error) {
@@ -59,13 +60,16 @@ void recv(KernelContext& ctx, AsyncDone done) {
   Rendezvous& r = step_rendezvous(ctx);
   Tensor* out = &ctx.output(0);
   Device* here = &ctx.device;
+  const KernelContext* kernel = &ctx;
   r.recv_async(rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id()),
-               [out, here, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
+               [out, here, kernel, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
                  if (error || !value.defined() || readable_on(here, value)) {
                    if (!error) *out = std::move(value);
                    done(std::move(error));
                    return;
                  }
+                 // The tensor is here; the copy onto (or down from) the GPU finishes on its own.
+                 kernel->run_context().async_wait_over(*kernel);
                  transfer_async(std::move(value), *here, [out, done](std::exception_ptr e, Tensor moved) {
                    if (!e) *out = std::move(moved);
                    done(std::move(e));

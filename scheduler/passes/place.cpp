@@ -34,6 +34,16 @@ uint32_t kernel_types(const GraphIR& g, const Node& n) {
   // for one relaxes by soft placement to a CPU of the same task.
   if (collective_needs_host(*n.op, n.attrs))
     mask &= ~(1u << static_cast<int>(DeviceType::CUDA));
+  // An If or While runs its subgraphs where it runs: only where every node of them can run (their
+  // placeholders are the call's arguments, wherever it runs).
+  for (const auto& [name, value] : n.attrs) {
+    const auto* sub = std::get_if<GraphAttr>(&value);
+    if (!sub || !*sub) continue;
+    for (int32_t id : (*sub)->node_ids()) {
+      const Node& inner = (*sub)->node(id);
+      if (inner.type() != "Placeholder") mask &= kernel_types(**sub, inner);
+    }
+  }
   return mask;
 }
 
@@ -298,6 +308,15 @@ void Placer::choose_candidates() {
     const DeviceSpec& req = request_[at(id)];
     const uint32_t types = types_[at(id)];
     DeviceMask m = devices_matching(req, types);
+    if (m == 0 && group_size_[at(id)] == 1 && g_.node(id).type() == "Placeholder") {
+      // Fed values arrive in host memory (kernel_types), so a placeholder asked onto a GPU (every
+      // argument of a function traced under a GPU's DeviceScope) sits, quietly, on a CPU of the
+      // same task; its consumers on the GPU get the value through a Recv. Not a soft placement.
+      DeviceSpec host = req;
+      host.type = DeviceType::CPU;
+      host.index.reset();
+      m = devices_matching(host, types);
+    }
     if (m == 0) {
       const Node& asker = g_.node(requester_[at(id)]);
       std::string why;

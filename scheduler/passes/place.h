@@ -11,8 +11,9 @@
 //     without a kernel for the node, is moved (soft placement) to a device that matches the rest of
 //     the request (same job/task, then same type), else to a CPU, else anywhere with a kernel, with
 //     one notice per moved node. A request that does not parse is InvalidArgument naming the node.
-//  2. A node runs only on a device type with a kernel for it (Placeholders, fed by the caller, and
-//     view ops, whose kernel is optional, run anywhere); none on any candidate is InvalidArgument.
+//  2. A node runs only on a device type with a kernel for it (view ops, whose kernel is optional,
+//     run anywhere); none on any candidate is InvalidArgument. Placeholders, fed by the caller,
+//     sit on a CPU: one asked onto a GPU goes to a CPU of the same task without a notice.
 //  3. Colocation is a hard constraint: every node naming a variable (its `var` attribute: reads,
 //     assignments), every optimizer op updating the buffer a ReadVariableForUpdate hands it, and
 //     every If/While whose subgraphs touch the variable share one device. Two different requests

@@ -2,6 +2,7 @@
 // traced step of weft::function. Argument and option errors. The bucket plan.
 #include "distribute/data_parallel_training.h"
 
+#include "api/devices.h"
 #include "api/distribute/gradient_buckets.h"
 #include "cluster/cluster.h"
 
@@ -13,7 +14,11 @@ TEST(DataParallel, OneProcessIsOneReplica) {
   distribute::DataParallel dp(cluster);
   EXPECT_EQ(dp.num_replicas(), 1);
   ASSERT_EQ(dp.replica_devices().size(), 1u);
-  EXPECT_NE(dp.replica_devices()[0].find("device:CPU:0"), std::string::npos);
+  // The process's first GPU where it has one (as Horovod gives each process a GPU), else its CPU.
+  bool gpu = false;
+  for (const DeviceInfo& d : list_devices()) gpu |= d.type == "GPU";
+  EXPECT_NE(dp.replica_devices()[0].find(gpu ? "device:GPU:0" : "device:CPU:0"), std::string::npos)
+      << dp.replica_devices()[0];
 }
 
 TEST(DataParallel, OneReplicaTrainsLikeWeftFunctionSgd) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/devices.h"
 #include "api/function.h"
 #include "api/graph.h"
 #include "api/ops/creation.h"
@@ -174,6 +175,22 @@ TEST(FunctionArguments, RetracingWarningShowsValuesExactly) {
   for (float s : {1.f, 1.000001f, 1.000002f, 1.000003f, 1.000004f}) f(constant(1.f), s);
   std::string warned = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(warned.find("from (Tensor, 1.000003f) to (Tensor, 1.000004f)"), std::string::npos) << warned;
+}
+
+// A retrace for another device says so, naming both.
+TEST(FunctionArguments, RetracingWarningNamesTheDevices) {
+  auto f = function([](Tensor x) { return x + 1.f; });
+  const Tensor x = constant(1.f);
+  ::testing::internal::CaptureStderr();
+  // Five spellings of one device: five keys, five traces.
+  for (const char* device : {"/cpu:0", "/device:CPU:0", "/job:localhost/device:CPU:0", "/task:0/device:CPU:0",
+                             "/job:localhost/replica:0/task:0/device:CPU:0"}) {
+    DeviceScope on(device);
+    f(x);
+  }
+  std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(f.tracing_count(), 5);
+  EXPECT_NE(warned.find("it was called for another device ('/task:0/device:CPU:0', then "), std::string::npos) << warned;
 }
 
 }  // namespace

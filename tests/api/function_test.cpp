@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "api/devices.h"
 #include "api/gradient_tape.h"
 #include "api/nn/layers.h"
 #include "api/ops/array.h"
@@ -29,6 +30,30 @@ TEST(Function, TracesOncePerSignature) {
   EXPECT_EQ(f.tracing_count(), 3);
   f(a, b);  // the first signature is still cached
   EXPECT_EQ(f.tracing_count(), 3);
+}
+
+// A trace serves calls made under the DeviceScope it was traced in, as tf.function keys its
+// traces by the device scope: the ops of a trace record the scope's device, so a call under
+// another scope must not reuse it. (With a GPU, calls given GPU tensors and host tensors without
+// a scope also trace apart: each runs where eager would, tests/api/eager_vs_traced.h.)
+TEST(Function, TracesOncePerDeviceScope) {
+  auto f = function([](Tensor a) { return a * 2.f; });
+  Tensor a = constant({1.f, -2.f});
+  f(a);
+  EXPECT_EQ(f.tracing_count(), 1);
+  {
+    DeviceScope on("/cpu:0");
+    EXPECT_EQ(f(a).to_vector<float>(), (std::vector<float>{2.f, -4.f}));
+    f(a);
+    EXPECT_EQ(f.tracing_count(), 2);
+    const Graph g = f.graph(a);
+    for (const Operation& op : g.operations())
+      if (op.type() == "Mul") {
+        EXPECT_EQ(op.node().requested_device, "/cpu:0");
+      }
+  }
+  f(a);  // the unscoped trace is still cached
+  EXPECT_EQ(f.tracing_count(), 2);
 }
 
 TEST(Function, ResultIsConcreteAndNamedLikeEager) {

@@ -68,10 +68,6 @@ TEST(Gpu, SessionOverCpuAndGpuGivesTheCpusResults) {
     y = tanh(a) + x;  // on the CPU, reading the GPU's result and the feed
   }
   Session sess(g);
-  const auto placement = sess.placement();
-  bool some_gpu = false;
-  for (const auto& [node, device] : placement) some_gpu |= device.find("GPU:0") != std::string::npos;
-  EXPECT_TRUE(some_gpu) << "nothing was placed on the GPU";
   for (int step = 0; step < 5; ++step) {
     std::vector<float> xv = ref::random_values<float>(64 * 33, 10 + step, -3, 3);
     const Tensor xt = constant(xv, Shape{64, 33});
@@ -82,6 +78,15 @@ TEST(Gpu, SessionOverCpuAndGpuGivesTheCpusResults) {
     ASSERT_EQ(have.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(have[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << i;
   }
+  // Placed when first run: the GPU's scope holds, the CPU's too.
+  const auto placement = sess.placement();
+  bool some_gpu = false, some_cpu = false;
+  for (const auto& [node, device] : placement) {
+    some_gpu |= device.find("GPU:0") != std::string::npos;
+    some_cpu |= device.find("CPU:0") != std::string::npos;
+  }
+  EXPECT_TRUE(some_gpu) << "nothing was placed on the GPU";
+  EXPECT_TRUE(some_cpu) << "nothing was placed on the CPU";
 }
 
 // A Const on the GPU is uploaded once, when the step's executor is made, and the same buffer
@@ -147,6 +152,43 @@ TEST(Gpu, AVariableOnTheGpuIsUpdatedInPlaceByATracedStep) {
   step(constant({0.5f, 0.5f, 0.5f}));
   EXPECT_EQ(v->value().raw_data(), buffer) << "assign_add on the GPU must write the variable's buffer in place";
   EXPECT_EQ(v->value().to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
+}
+
+// cond and while_loop traced under the GPU's scope: the If and the While run on the GPU (their
+// branches and bodies too, reading the predicate back each time) and give the CPU's results.
+TEST(Gpu, CondAndWhileLoopRunOnTheGpu) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  auto body = [](Tensor x, Tensor n) {
+    // x doubled n times, then negated where its sum is positive.
+    std::vector<Tensor> r = while_loop([](const std::vector<Tensor>& v) { return v[0] < v[2]; },
+                                       [](const std::vector<Tensor>& v) -> std::vector<Tensor> {
+                                         return {v[0] + 1, v[1] * 2.f, v[2]};
+                                       },
+                                       {zeros_like(n), x, n});
+    Tensor y = r[1];
+    return cond(reduce_sum(y) > 0.f, [&] { return -y; }, [&] { return y + 1.f; });
+  };
+  auto on_gpu = [&body] {
+    DeviceScope on("/gpu:0");
+    return function([&body](Tensor x, Tensor n) { return body(x, n); });
+  }();
+  for (int n : {0, 3}) {
+    for (float sign : {1.f, -1.f}) {
+      const Tensor x = constant({sign * 1.f, sign * 2.f, -0.5f}), steps = constant(n);
+      Tensor got;
+      Graph g;
+      {
+        DeviceScope on("/gpu:0");
+        got = on_gpu(x, steps);
+        g = on_gpu.graph(x, steps);
+      }
+      EXPECT_EQ(got.to_vector<float>(), body(x, steps).to_vector<float>()) << "n " << n << " sign " << sign;
+      for (const Operation& op : g.operations())
+        if (op.type() == "If" || op.type() == "While") {
+          EXPECT_NE(op.device().find("GPU:0"), std::string::npos) << op.type() << " on " << op.device();
+        }
+    }
+  }
 }
 
 }  // namespace

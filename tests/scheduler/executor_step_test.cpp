@@ -4,14 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "api/dispatch.h"
 #include "api/ops/array.h"
 #include "api/ops/creation.h"
+#include "api/ops/math.h"
 #include "comm/local_rendezvous.h"
 #include "graph_test_util.h"
+#include "kernels/register_all.h"
 #include "runtime/cancellation.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/op_registry.h"
 #include "runtime/rendezvous.h"
 #include "scheduler/executor.h"
 
@@ -183,6 +188,63 @@ TEST(ExecutorStep, SendAndRecvOutsideAStepAreClearErrors) {
   Attrs bad = recv_attrs("y:0", {3});
   bad.set("send_device", std::string("/cpu:0"));
   EXPECT_THROW(add(g, "Recv", {}, bad, "r"), InvalidArgument);
+}
+
+// An asynchronous kernel that finishes on another thread 20 ms after it starts, as a Recv does
+// while its tensor is copied onto or off a GPU; with `say_wait_over`, it tells the step so first.
+void finish_late(KernelContext& ctx, AsyncDone done, bool say_wait_over) {
+  if (say_wait_over) ctx.run_context().async_wait_over(ctx);
+  Tensor* out = &ctx.output(0);
+  const Tensor in = ctx.input(0);
+  std::thread([out, in, done = std::move(done)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    *out = neg(in);
+    done(nullptr);
+  }).detach();
+}
+
+void register_late_finisher() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_builtin_ops();
+    auto infer = [](InferContext& c) { c.set_output(0, c.input_dtype(0), c.input_shape(0)); };
+    for (const char* name : {"StepTestCopies", "StepTestWaits"})
+      op_registry().add({.name = name, .display = name, .min_inputs = 1, .max_inputs = 1, .infer = infer});
+    register_async_kernel("StepTestCopies", DeviceType::CPU, float32,
+                          [](KernelContext& ctx, AsyncDone done) { finish_late(ctx, std::move(done), true); });
+    register_async_kernel("StepTestWaits", DeviceType::CPU, float32,
+                          [](KernelContext& ctx, AsyncDone done) { finish_late(ctx, std::move(done), false); });
+  });
+}
+
+// A step whose only unfinished kernel is copying what it received is not stuck: it finishes.
+// The same kernel that never says its wait is over looks like a Recv nobody sends to, and the
+// step fails at once, naming it: the check that replaces a hang still works.
+TEST(ExecutorStep, AKernelFinishingACopyIsNotStuckButOneStillWaitingIs) {
+  register_late_finisher();
+  for (const char* type : {"StepTestCopies", "StepTestWaits"}) {
+    auto g = std::make_shared<GraphIR>();
+    const int32_t x = placeholder(*g, float32, {3}, "x");
+    const int32_t y = add(*g, type, {{x, 0}}, {}, "late");
+    Executor exec(g, ExecutorSpec{.feeds = {{x, 0}}, .fetches = {{y, 0}}});
+    LocalRendezvous rdv;
+    const Tensor xv = weft::constant({1.f, -2.f, 3.f});
+    std::vector<Tensor> fetched;
+    const std::vector<Executor::Part> parts = {{&exec, {&xv, 1}, &fetched}};
+    if (std::string(type) == "StepTestCopies") {
+      Executor::run_together(parts, {.step_id = 7, .rendezvous = &rdv});
+      ASSERT_EQ(fetched.size(), 1u);
+      EXPECT_EQ(fetched[0].to_vector<float>(), (std::vector<float>{-1.f, 2.f, -3.f}));
+    } else {
+      try {
+        Executor::run_together(parts, {.step_id = 8, .rendezvous = &rdv});
+        ADD_FAILURE() << "a kernel that waits with nobody to send looks stuck";
+      } catch (const Internal& e) {
+        EXPECT_NE(std::string(e.what()).find("cannot finish"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("late"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -193,6 +193,25 @@ TEST_F(Place, PlaceholdersSitOnACpuAndViewsRunAnywhere) {
   EXPECT_TRUE(contains(msg, "Placeholder")) << msg;
 }
 
+// A placeholder asked onto a GPU (an argument of a function traced under the GPU's scope) sits
+// on a CPU without a notice, with soft placement off too; a GPU-only op asking for a GPU that is
+// not there is still moved with a notice.
+TEST_F(Place, APlaceholderAskedOntoAGpuSitsOnACpuQuietly) {
+  GraphIR g;
+  int32_t x = placeholder(g, float32, {4}, "x");
+  g.node(x).requested_device = kGpu0;
+  int32_t a = add(g, "PlaceTestBoth", {{x, 0}}, {}, "a");
+  g.node(a).requested_device = kGpu0;
+  g.results = {{a, 0}};
+  std::vector<PlacementDevice> cpu_and_gpu = {{kCpu0, DeviceType::CPU}, {kGpu0, DeviceType::CUDA, 1e13, 1e12}};
+  for (bool soft : {true, false}) {
+    const PlacementResult r = place(g, cpu_and_gpu, {.allow_soft_placement = soft});
+    EXPECT_TRUE(r.notices.empty()) << r.notices.front();
+    EXPECT_EQ(g.node(x).assigned_device, kCpu0);
+    EXPECT_EQ(g.node(a).assigned_device, kGpu0);
+  }
+}
+
 // v's reads, assignment and in-place update, one read asking for /cpu:2.
 struct VariableGraph {
   GraphIR g;
@@ -291,6 +310,32 @@ TEST_F(Place, AControlFlowOpStaysWithTheVariablesItsBodyUses) {
   g.node(read).requested_device = "/cpu:3";
   place(g, cpus(4));
   EXPECT_EQ(g.node(cond).assigned_device, kCpu3);
+}
+
+// An If runs its branches where it runs: asked onto a GPU, it goes there when every node of its
+// branches has a GPU kernel, and stays on a CPU (with a notice) when one has not.
+TEST_F(Place, AnIfGoesToAGpuOnlyWhenItsBranchesCan) {
+  for (const char* inner : {"PlaceTestBoth", "PlaceTestCpuOnly"}) {
+    auto branch = [&] {
+      auto b = std::make_shared<GraphIR>();
+      int32_t arg = placeholder(*b, float32, {4}, "arg");
+      b->args = {arg};
+      b->results = {{add(*b, inner, {{arg, 0}}), 0}};
+      return b;
+    };
+    GraphIR g;
+    int32_t p = placeholder(g, bool_, {}, "p");
+    int32_t x = placeholder(g, float32, {4}, "x");
+    int32_t cond = add(g, "If", {{p, 0}, {x, 0}}, {{"then_branch", GraphAttr(branch())}, {"else_branch", GraphAttr(branch())}},
+                       "cond");
+    g.node(cond).requested_device = kGpu0;
+    g.results = {{cond, 0}};
+    std::vector<PlacementDevice> cpu_and_gpu = {{kCpu0, DeviceType::CPU}, {kGpu0, DeviceType::CUDA, 1e13, 1e12}};
+    const PlacementResult r = place(g, cpu_and_gpu);
+    const bool gpu_can = std::string(inner) == "PlaceTestBoth";
+    EXPECT_EQ(g.node(cond).assigned_device, gpu_can ? kGpu0 : kCpu0) << inner;
+    EXPECT_EQ(r.notices.size(), gpu_can ? 0u : 1u) << inner;
+  }
 }
 
 // Two independent heavy branches of matmuls from one input, joined at the end.
