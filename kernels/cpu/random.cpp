@@ -1,8 +1,10 @@
 // CPU kernels for RandomNormal and RandomUniform on top of Philox. float32 takes four numbers
-// per Philox block, float64 two; normals come in Box-Muller pairs from the same block.
+// per Philox block, float64 two; normals come in Box-Muller pairs from the same block. The
+// numbers of a block are kernels/random_values.h's, which the GPU computes too.
 #include <cmath>
 
 #include "kernels/philox.h"
+#include "kernels/random_values.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/random_seed.h"
@@ -10,8 +12,6 @@
 namespace weft::cpu {
 
 namespace {
-
-constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 template <class T>
 void generate(KernelContext& ctx, bool normal) {
@@ -26,29 +26,9 @@ void generate(KernelContext& ctx, bool normal) {
   ctx.pool().parallel_for(blocks, 1024, [&](int64_t b0, int64_t b1) {
     T vals[4];
     for (int64_t blk = b0; blk < b1; ++blk) {
-      auto x = gen(static_cast<uint64_t>(blk), rs.stream);
-      if constexpr (std::is_same_v<T, float>) {
-        if (normal) {
-          for (int p = 0; p < 2; ++p) {
-            float r = std::sqrt(-2.0f * std::log(unit_float_open0(x[2 * p])));
-            float t = static_cast<float>(kTwoPi) * unit_float(x[2 * p + 1]);
-            vals[2 * p] = static_cast<float>(a + b * (r * std::cos(t)));
-            vals[2 * p + 1] = static_cast<float>(a + b * (r * std::sin(t)));
-          }
-        } else {
-          for (int p = 0; p < 4; ++p) vals[p] = static_cast<float>(a + (b - a) * unit_float(x[p]));
-        }
-      } else {
-        if (normal) {
-          double r = std::sqrt(-2.0 * std::log(unit_double_open0(x[0], x[1])));
-          double t = kTwoPi * unit_double(x[2], x[3]);
-          vals[0] = a + b * r * std::cos(t);
-          vals[1] = a + b * r * std::sin(t);
-        } else {
-          vals[0] = a + (b - a) * unit_double(x[0], x[1]);
-          vals[1] = a + (b - a) * unit_double(x[2], x[3]);
-        }
-      }
+      const auto words = gen(static_cast<uint64_t>(blk), rs.stream);
+      const uint32_t x[4] = {words[0], words[1], words[2], words[3]};
+      philox_block_values(x, normal, a, b, vals);
       const int64_t base = blk * per_block;
       for (int64_t j = 0; j < per_block && base + j < n; ++j) {
         // Rounding a+(b-a)*u can land on `high`; keep uniform draws inside [low, high).

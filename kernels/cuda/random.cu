@@ -4,11 +4,9 @@
 // same stream on every device. One thread computes one Philox block (4 float32 or 2 float64
 // values), exactly as the CPU does per block.
 //
-// Uniform draws are bit-identical to the CPU's: the arithmetic is the CPU's, in the same types,
-// with every double multiply and add rounded separately (__dmul_rn / __dadd_rn: nvcc would
-// otherwise contract them into an FMA, which the CPU build, without -mfma, never does). Normal
-// draws go through log, sqrt, sin and cos, whose last bits differ between glibc and CUDA's math
-// library: equal within a few ulps.
+// The numbers of a block are kernels/random_values.h's, the CPU kernel's own: uniform and normal
+// draws are bit-identical to the CPU's (its arithmetic, rounded alike, and its own logarithm,
+// sine and cosine instead of the math libraries', whose last bits differ).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_geometry.h"
 #include "kernels/philox.h"
+#include "kernels/random_values.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/random_seed.h"
@@ -25,10 +24,6 @@
 namespace weft::cuda {
 
 namespace {
-
-constexpr double kTwoPi = 6.283185307179586476925286766559;
-
-__device__ __forceinline__ double affine(double a, double scale, double u) { return __dadd_rn(a, __dmul_rn(scale, u)); }
 
 template <class T, bool Normal>
 __global__ void random_kernel(T* __restrict__ out, int64_t n, int64_t blocks, uint64_t key, uint64_t stream, double a,
@@ -42,29 +37,7 @@ __global__ void random_kernel(T* __restrict__ out, int64_t n, int64_t blocks, ui
     uint32_t x[4];
     memcpy(x, &words, sizeof(x));
     T vals[4];
-    if constexpr (std::is_same_v<T, float>) {
-      if constexpr (Normal) {
-        for (int p = 0; p < 2; ++p) {
-          const float r = sqrtf(__fmul_rn(-2.0f, logf(unit_float_open0(x[2 * p]))));
-          const float t = __fmul_rn(static_cast<float>(kTwoPi), unit_float(x[2 * p + 1]));
-          vals[2 * p] = static_cast<float>(affine(a, b, static_cast<double>(__fmul_rn(r, cosf(t)))));
-          vals[2 * p + 1] = static_cast<float>(affine(a, b, static_cast<double>(__fmul_rn(r, sinf(t)))));
-        }
-      } else {
-        for (int p = 0; p < 4; ++p) vals[p] = static_cast<float>(affine(a, __dsub_rn(b, a), unit_float(x[p])));
-      }
-    } else {
-      if constexpr (Normal) {
-        const double r = sqrt(__dmul_rn(-2.0, log(unit_double_open0(x[0], x[1]))));
-        const double t = __dmul_rn(kTwoPi, unit_double(x[2], x[3]));
-        const double br = __dmul_rn(b, r);  // the CPU's a + b * r * cos(t) is a + (b * r) * cos(t)
-        vals[0] = __dadd_rn(a, __dmul_rn(br, cos(t)));
-        vals[1] = __dadd_rn(a, __dmul_rn(br, sin(t)));
-      } else {
-        vals[0] = affine(a, __dsub_rn(b, a), unit_double(x[0], x[1]));
-        vals[1] = affine(a, __dsub_rn(b, a), unit_double(x[2], x[3]));
-      }
-    }
+    philox_block_values(x, Normal, a, b, vals);
     const int64_t base = blk * per_block;
     for (int64_t j = 0; j < per_block && base + j < n; ++j) {
       T v = vals[j];
