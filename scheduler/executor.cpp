@@ -335,7 +335,7 @@ void Executor::give_back(std::unique_ptr<RunState> st) const {
   for (RunState::AsyncSlot& slot : st->async) {
     for (Tensor& t : slot.io) t = Tensor();
     slot.kc.reset();
-    slot.wait_over = false;
+    slot.waiting = nullptr;
   }
   RunState* expected = nullptr;
   if (spare_.compare_exchange_strong(expected, st.get(), std::memory_order_release)) (void)st.release();

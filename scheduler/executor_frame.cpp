@@ -51,8 +51,8 @@ class Executor::Frame final : public AsyncWaitObserver {
     std::lock_guard lock(mu_);
     for (auto& st : states_)
       for (RunState::AsyncSlot& slot : st->async)
-        if (slot.kc && &*slot.kc == &kernel && !slot.wait_over) {
-          slot.wait_over = true;
+        if (slot.waiting == &kernel) {
+          slot.waiting = nullptr;
           --async_in_flight_;
           return;
         }
@@ -231,14 +231,15 @@ class Executor::Frame final : public AsyncWaitObserver {
       {
         std::lock_guard lock(mu_);
         ++async_in_flight_;
+        slot.waiting = &*slot.kc;
       }
       s.async(*slot.kc, [this, item](std::exception_ptr error) { finish_async(item, std::move(error)); });
     } catch (...) {
       // A kernel that throws has not called back: the token is still the node's.
-      if (slot.kc) {
+      {
         std::lock_guard lock(mu_);
-        if (!slot.wait_over) --async_in_flight_;
-        slot.wait_over = false;
+        if (slot.waiting) --async_in_flight_;
+        slot.waiting = nullptr;
       }
       slot.kc.reset();
       for (Tensor& t : ins) t.forget_borrowed();
@@ -258,8 +259,8 @@ class Executor::Frame final : public AsyncWaitObserver {
     {
       std::lock_guard lock(mu_);
       // The token (still counted) keeps the step from looking stuck.
-      if (!slot.wait_over) --async_in_flight_;
-      slot.wait_over = false;
+      if (slot.waiting) --async_in_flight_;
+      slot.waiting = nullptr;
     }
     // The whole wait, from the kernel's start until now: what a Recv's span is there to show.
     if (slot.timeline_start_us >= 0) record_on_timeline(n, true, *s.track, slot.timeline_start_us);

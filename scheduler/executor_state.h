@@ -101,7 +101,11 @@ struct Executor::RunState {
     std::vector<Tensor> io;  // inputs (borrowed), then outputs
     std::optional<KernelContext> kc;
     int64_t timeline_start_us = -1;  // when the kernel started, if the timeline was recording
-    bool wait_over = false;  // said so (RunContext::async_wait_over): no longer counted as waiting
+    // The kernel's context while it counts as waiting for another partition: set when it starts,
+    // cleared when it says its wait is over (RunContext::async_wait_over) or calls back. Guarded by
+    // the step's frame's mutex, so the frame can look for a kernel among every slot while other
+    // slots' contexts come and go.
+    const KernelContext* waiting = nullptr;
   };
 
   std::vector<Tensor> values;
