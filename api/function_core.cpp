@@ -7,9 +7,9 @@
 
 #include "api/context.h"
 #include "api/devices.h"
-#include "runtime/device.h"
 #include "api/function_gradient.h"
 #include "api/graph_builder.h"
+#include "runtime/device.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft {
@@ -34,20 +34,16 @@ bool process_has_gpu() {
 // their last bits from the CPU's). Left to the cost model instead, a function fed host tensors
 // could land on the GPU. Only a process with a GPU has that choice to pin: with CPUs alone, the
 // request stays empty and the placer spreads the ops over the logical CPUs as before.
-std::string device_of_call(std::span<const Tensor> args) {
-  std::string scope = current_device_request();
-  if (!scope.empty() || !process_has_gpu()) return scope;
+//
+// Part of every trace's key, as tf.function keys its traces by the device scope; empty (nothing
+// to compare or copy) for calls with no device to pin, the common case on a machine without a GPU.
+// The view stays valid for the call: a scope's name lives while the scope does, devices forever.
+std::string_view device_of_call(std::span<const Tensor> args) {
+  const std::vector<std::string>& scopes = eager_context().device_stack;
+  if (!scopes.empty()) return scopes.back();
+  if (!process_has_gpu()) return {};
   Device* eager = args.empty() || !args[0].defined() || args[0].is_symbolic() ? cpu_device() : args[0].device_ptr();
-  return eager->type() == DeviceType::CPU ? std::string("/device:CPU") : eager->name();
-}
-
-// A trace serves the calls made where it was traced: the device is part of its key, as
-// tf.function keys its traces by the device scope. Nothing is added (nor allocated) for calls
-// with no device to pin, the common case on a machine without a GPU.
-const std::string& key_with_device(const std::string& static_key, const std::string& device, std::string& storage) {
-  if (device.empty()) return static_key;
-  storage = static_key + " @" + device;
-  return storage;
+  return eager->type() == DeviceType::CPU ? std::string_view("/device:CPU") : std::string_view(eager->name());
 }
 }  // namespace
 
@@ -65,16 +61,17 @@ std::string TensorSpec::to_string() const { return std::string(dtype_name(dtype)
 
 struct FunctionCore::Concrete {
   std::vector<TensorSpec> specs;
-  std::string static_key;  // with the device, if any (key_with_device)
-  std::string device;      // pinned for the trace (device_of_call)
+  std::string static_key;
+  std::string device;  // where it was traced (device_of_call), pinned for its ops
+
   std::unique_ptr<CompiledGraph> compiled;
   // The trace before the passes, whose ops all have gradients: what a tape differentiates.
   std::shared_ptr<const GraphIR> raw;
   // How a call under one recording tape runs, decided on the first such call (under mu_).
   std::optional<TapedFunction::Made> taped;
 
-  bool matches(std::span<const Tensor> args, const std::string& key) const {
-    if (key != static_key || args.size() != specs.size()) return false;
+  bool matches(std::span<const Tensor> args, const std::string& key, std::string_view where) const {
+    if (key != static_key || where != device || args.size() != specs.size()) return false;
     for (size_t i = 0; i < args.size(); ++i)
       if (!specs[i].accepts(args[i])) return false;
     return true;
@@ -84,14 +81,15 @@ struct FunctionCore::Concrete {
 FunctionCore::FunctionCore(FunctionOptions options) : options_(std::move(options)) {}
 FunctionCore::~FunctionCore() = default;
 
-std::vector<TensorSpec> FunctionCore::specs_for(std::span<const Tensor> args, const std::string& static_key) const {
+std::vector<TensorSpec> FunctionCore::specs_for(std::span<const Tensor> args, const std::string& static_key,
+                                                std::string_view device) const {
   std::vector<TensorSpec> specs;
   for (const Tensor& t : args) specs.push_back({t.dtype(), t.shape()});
   if (!options_.relax_shapes) return specs;
   // Relaxing: where an earlier trace with the same dtypes, ranks and non-tensor values saw other
   // sizes, the dim becomes unknown; the relaxed trace then serves every later size.
   for (const auto& c : cache_) {
-    if (c->static_key != static_key || c->specs.size() != specs.size()) continue;
+    if (c->static_key != static_key || c->device != device || c->specs.size() != specs.size()) continue;
     bool same_kind = true;
     for (size_t i = 0; i < specs.size() && same_kind; ++i)
       same_kind = c->specs[i].dtype == specs[i].dtype && c->specs[i].shape.rank() == specs[i].shape.rank();
@@ -104,7 +102,7 @@ std::vector<TensorSpec> FunctionCore::specs_for(std::span<const Tensor> args, co
 }
 
 std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<TensorSpec>& specs,
-                                                            const std::string& static_key, const std::string& device,
+                                                            const std::string& static_key, std::string_view device,
                                                             const Body& body) {
   auto c = std::make_unique<Concrete>();
   c->specs = specs;
@@ -123,7 +121,7 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
     ObserversHidden hidden;
     // The device eager execution would use, where no DeviceScope says (device_of_call).
     std::optional<DeviceScope> pinned;
-    if (!device.empty() && current_device_request().empty()) pinned.emplace(device);
+    if (!device.empty() && current_device_request().empty()) pinned.emplace(std::string(device));
     RecorderScope recording(&builder);
     std::vector<Tensor> args;
     for (size_t i = 0; i < specs.size(); ++i)
@@ -149,21 +147,16 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
 }
 
 void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const Tensor> args,
-                             const std::string& static_key, const std::string& device) {
+                             const std::string& static_key, std::string_view device) {
   if (traced && last_) {
     // Say what changed since the previous call: that is what made this one retrace.
     std::string cause;
-    // The keys without their devices: what the caller wrote.
-    auto written = [](const std::string& key, const std::string& device) {
-      return device.empty() ? key : key.substr(0, key.size() - device.size() - 2);
-    };
     if (device != last_->device) {
-      cause = "it was called for another device ('" + last_->device + "', then '" + device +
+      cause = "it was called for another device ('" + last_->device + "', then '" + std::string(device) +
               "'): a trace runs where it was traced, so each device has its own";
     } else if (static_key != last_->static_key) {
-      cause = "the structure or non-tensor values of its arguments changed from (" +
-              written(last_->static_key, last_->device) + ") to (" + written(static_key, device) +
-              "); pass values that change as tensors";
+      cause = "the structure or non-tensor values of its arguments changed from (" + last_->static_key + ") to (" +
+              static_key + "); pass values that change as tensors";
     } else if (args.size() == last_->specs.size()) {
       for (size_t i = 0; i < args.size() && cause.empty(); ++i)
         if (!last_->specs[i].accepts(args[i]))
@@ -186,7 +179,7 @@ void FunctionCore::note_call(const Concrete* used, bool traced, std::span<const 
 }
 
 FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args, const std::string& static_key,
-                                                    const std::string& device, const Body& body) {
+                                                    std::string_view device, const Body& body) {
   for (const Tensor& t : args) {
     if (!t.defined()) throw InvalidArgument("[function '" + options_.name + "'] an argument is an empty Tensor handle");
     if (t.is_symbolic())
@@ -207,13 +200,13 @@ FunctionCore::Concrete& FunctionCore::find_or_trace(std::span<const Tensor> args
     }
   }
   for (size_t i = 0; i < cache_.size(); ++i) {
-    if (!cache_[i]->matches(args, static_key)) continue;
+    if (!cache_[i]->matches(args, static_key, device)) continue;
     if (i) std::rotate(cache_.begin(), cache_.begin() + static_cast<std::ptrdiff_t>(i),
                        cache_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     note_call(cache_.front().get(), false, args, static_key, device);
     return *cache_.front();
   }
-  std::vector<TensorSpec> specs = options_.input_signature.empty() ? specs_for(args, static_key)
+  std::vector<TensorSpec> specs = options_.input_signature.empty() ? specs_for(args, static_key, device)
                                                                    : options_.input_signature;
   cache_.insert(cache_.begin(), trace(specs, static_key, device, body));
   note_call(cache_.front().get(), true, args, static_key, device);
@@ -224,18 +217,16 @@ std::vector<Tensor> FunctionCore::call(std::span<const Tensor> args, const std::
   // Called while another function traces: inline into that trace. With tracing off: run eagerly.
   if (current_builder() || functions_run_eagerly()) return body(args);
   if (!eager_context().observers.empty()) return call_under_tape(args, static_key, body);
-  const std::string device = device_of_call(args);
-  std::string storage;
-  const std::string& key = key_with_device(static_key, device, storage);
+  const std::string_view device = device_of_call(args);
   const CompiledGraph* exec = nullptr;
   if (const Concrete* steady = steady_.load(std::memory_order_acquire)) {
     bool plain = true;  // concrete tensors; anything else takes the slow path and its errors
     for (const Tensor& t : args) plain &= t.defined() && !t.is_symbolic();
-    if (plain && steady->matches(args, key)) exec = steady->compiled.get();
+    if (plain && steady->matches(args, static_key, device)) exec = steady->compiled.get();
   }
   if (!exec) {
     std::lock_guard lock(mu_);
-    exec = find_or_trace(args, key, device, body).compiled.get();
+    exec = find_or_trace(args, static_key, device, body).compiled.get();
   }
   // find_or_trace matched the arguments against the signature the graph was traced for.
   return exec->run_checked_feeds(args);
@@ -248,10 +239,8 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
   TapedFunction::Made taped;
   const CompiledGraph* exec = nullptr;
   {
-    const std::string device = device_of_call(args);
-    std::string storage;
     std::lock_guard lock(mu_);
-    Concrete& c = find_or_trace(args, key_with_device(static_key, device, storage), device, body);
+    Concrete& c = find_or_trace(args, static_key, device_of_call(args), body);
     if (!c.taped) c.taped = TapedFunction::make(*c.raw, options_.optimize);
     taped = *c.taped;
     exec = c.compiled.get();
@@ -266,10 +255,8 @@ std::vector<Tensor> FunctionCore::call_under_tape(std::span<const Tensor> args, 
 
 std::shared_ptr<GraphIR> FunctionCore::graph_for(std::span<const Tensor> args, const std::string& static_key,
                                                  const Body& body) {
-  const std::string device = device_of_call(args);
-  std::string storage;
   std::lock_guard lock(mu_);
-  return find_or_trace(args, key_with_device(static_key, device, storage), device, body).compiled->shared_graph();
+  return find_or_trace(args, static_key, device_of_call(args), body).compiled->shared_graph();
 }
 
 }  // namespace weft

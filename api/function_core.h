@@ -8,6 +8,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -72,14 +73,16 @@ class FunctionCore {
  private:
   struct Concrete;
   std::vector<Tensor> call_under_tape(std::span<const Tensor> args, const std::string& static_key, const Body& body);
-  // `static_key` includes the device of the call; `device` is that device, pinned for the trace.
-  Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, const std::string& device,
+  // `device`: where the call's unplaced ops run (device_of_call), part of the trace's key with
+  // `static_key`, and pinned while tracing.
+  Concrete& find_or_trace(std::span<const Tensor> args, const std::string& static_key, std::string_view device,
                           const Body& body);
   std::unique_ptr<Concrete> trace(const std::vector<TensorSpec>& specs, const std::string& static_key,
-                                  const std::string& device, const Body& body);
-  std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key) const;
+                                  std::string_view device, const Body& body);
+  std::vector<TensorSpec> specs_for(std::span<const Tensor> args, const std::string& static_key,
+                                    std::string_view device) const;
   void note_call(const Concrete* used, bool traced, std::span<const Tensor> args, const std::string& static_key,
-                 const std::string& device);
+                 std::string_view device);
 
   FunctionOptions options_;
   std::mutex mu_;
