@@ -7,6 +7,7 @@
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "comm/collective_executor.h"
+#include "comm/nccl/nccl_p2p.h"
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/graph_format.h"
@@ -26,7 +27,10 @@ std::chrono::milliseconds liveness_timeout_from(const char* text) {
 
 ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI_Comm data)
     : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
-  rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); });
+  MpiRendezvousOptions rendezvous_options;
+  rendezvous_options.device_payloads = make_nccl_payloads();  // GPU to GPU between tasks, where there are GPUs
+  rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); },
+                                                std::move(rendezvous_options));
   liveness_timeout = liveness_timeout_from(std::getenv("WEFT_LIVENESS_TIMEOUT_MS"));
   if (rank_ == spec_.chief_rank()) {
     last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());

@@ -42,6 +42,7 @@ struct CollectiveInstanceKey {
 
 class CollectiveOrder {
  public:
+  using Key = CollectiveInstanceKey;
   // Throws FailedPrecondition when `k` can never be issued: its step is before the cursor's, it is
   // an instance already issued, another group owns its step, its group_instances disagrees with
   // the step's, or it starts a new step while the cursor's step is incomplete.

@@ -56,6 +56,7 @@ class MpiRendezvous::Impl {
   void start_abort(std::exception_ptr error);
   void abort_step(int64_t step_id, std::exception_ptr error);
   void cleanup_step(int64_t step_id);
+  bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const;
 
  private:
   // One tensor crossing: a send (header then payload from `value`) or a receive (payload into
@@ -81,6 +82,8 @@ class MpiRendezvous::Impl {
   bool adopt_started_sends();
   bool test_requests();
   void on_header(const MPI_Status& status, int error);
+  // A header whose payload comes by the device transport: the transport receives it.
+  void receive_device_payload(int src, const WireHeader& header);
   void on_complete(const TransferPtr& t);
   void deliver(Transfer& t);
   void deliver(const RendezvousKey& key, Tensor value, bool is_dead);
@@ -94,6 +97,7 @@ class MpiRendezvous::Impl {
   MPI_Comm comm_;
   std::function<int(std::string_view)> rank_of_;
   MpiRendezvousOptions options_;
+  std::unique_ptr<DevicePayloads> payloads_;  // options_.device_payloads, moved out
   int me_ = 0;
   int size_ = 0;
   int tag_ub_ = 32767;
@@ -130,7 +134,8 @@ class MpiRendezvous::Impl {
 
 MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> rank_of,
                           MpiRendezvousOptions options)
-    : comm_(comm), rank_of_(std::move(rank_of)), options_(options) {
+    : comm_(comm), rank_of_(std::move(rank_of)), options_(std::move(options)) {
+  payloads_ = std::move(options_.device_payloads);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -157,6 +162,7 @@ MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> ra
   // error handler is ours to set.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   next_tag_.assign(static_cast<size_t>(size_), 0);
+  if (payloads_) payloads_->set_failure_handler([this](std::exception_ptr error) { start_abort(std::move(error)); });
   header_buf_ = Tensor::empty(DType::UInt8, {static_cast<int64_t>(options_.max_header_bytes)}, cpu_device());
   requests_.push_back(MPI_REQUEST_NULL);
   owners_.push_back(nullptr);
@@ -172,6 +178,9 @@ MpiRendezvous::Impl::~Impl() {
   }
   wake_.notify_all();
   thread_.join();
+  // Its thread delivers no more tensors once it is gone; its links are aborted.
+  if (payloads_) payloads_->abort(std::make_exception_ptr(FailedPrecondition(where() + "the rendezvous was destroyed")));
+  payloads_.reset();
   adopt_started_sends();
   cancel_everything();
   // table_'s destructor fails the recvs still waiting with FailedPrecondition.
@@ -199,16 +208,18 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
   t->header.key = key;
   t->header.is_dead = is_dead;
   t->header.has_value = value.defined();
+  bool by_device = false;
   if (value.defined()) {
-    if (value.is_symbolic() || (value.device_ptr() && value.device_ptr()->type() != DeviceType::CPU))
+    by_device = payloads_ && payloads_->carries(key, value);
+    if (!by_device && (value.is_symbolic() || (value.device_ptr() && value.device_ptr()->type() != DeviceType::CPU)))
       throw InvalidArgument(where() + "key " + key.to_string() + " carries a tensor on " + value.device() +
-                            "; the MPI rendezvous sends host tensors only");
+                            "; the MPI rendezvous sends host tensors only" +
+                            (payloads_ ? "" : " (it has no device transport)"));
     t->header.dtype = value.dtype();
     t->header.shape = value.shape();
     t->header.total_bytes = value.nbytes();
   }
   t->header.chunk_bytes = mpi_wire::chunk_bytes_for(t->header.total_bytes, options_.max_message_bytes);
-  t->value = std::move(value);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) std::rethrow_exception(aborted_);
@@ -218,8 +229,11 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
     uint32_t& next = next_tag_[static_cast<size_t>(dst)];
     next = next >= static_cast<uint32_t>(tag_ub_) ? 1 : next + 1;
     t->header.tag = next;
-    t->header_bytes = mpi_wire::encode_header(t->header);
   }
+  // From the transport's ticket on, the header must go: the peer's receive keeps its link in step.
+  if (by_device) t->header.device = payloads_->send(dst, key, std::move(value));
+  else t->value = std::move(value);
+  t->header_bytes = mpi_wire::encode_header(t->header);
   // MPI is called outside the lock: the progress thread, and with it aborts, never wait on a
   // send that MPI is slow to take.
   std::vector<MPI_Request> requests;
@@ -251,7 +265,14 @@ void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_) aborted_ = error;
   }
+  if (payloads_) payloads_->abort(error);
   table_.start_abort(error);
+}
+
+bool MpiRendezvous::Impl::takes_device_tensor(const RendezvousKey& key, const Tensor& value) const {
+  if (!payloads_) return false;
+  const int dst = rank_of_(key.dst_device);
+  return dst >= 0 && dst != me_ && payloads_->carries(key, value);
 }
 
 void MpiRendezvous::Impl::abort_step(int64_t step_id, std::exception_ptr error) {
@@ -345,6 +366,7 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t, std::vector<MPI_Reque
   if (rc != MPI_SUCCESS) return fail(rc);
   ++t->outstanding;
   out.push_back(r);
+  if (t->header.device) return;  // the transport moves the bytes
   const uint64_t chunk = t->header.chunk_bytes;
   auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
   for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
@@ -432,11 +454,12 @@ void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
     if (rank_of_(key.src_device) != src || rank_of_(key.dst_device) != me_)
       throw InvalidArgument("key " + key.to_string() + " is not a tensor from rank " + std::to_string(src) +
                             " to rank " + std::to_string(me_));
-    if (t->header.has_value) t->value = Tensor::empty(t->header.dtype, t->header.shape, cpu_device());
+    if (t->header.has_value && !t->header.device) t->value = Tensor::empty(t->header.dtype, t->header.shape, cpu_device());
   } catch (const std::exception& e) {
     peer_broken(src, std::string("a damaged header: ") + e.what());
     return;
   }
+  if (t->header.device) return receive_device_payload(src, t->header);
   const uint64_t chunk = t->header.chunk_bytes;
   auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
   for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
@@ -453,6 +476,24 @@ void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
     add_request(r, t, n);
   }
   if (t->outstanding == 0) on_complete(t);
+}
+
+void MpiRendezvous::Impl::receive_device_payload(int src, const WireHeader& header) {
+  if (!payloads_) {
+    peer_broken(src, "key " + header.key.to_string() + " by a device transport, which rank " + std::to_string(me_) +
+                         " does not have");
+    return;
+  }
+  try {
+    // Received even when the key's step was aborted or has ended: the link's next transfer must
+    // find this one taken. deliver() drops the tensor then.
+    payloads_->recv(src, header.key, header.dtype, header.shape, *header.device,
+                    [this, key = header.key, is_dead = header.is_dead](Tensor value) {
+                      deliver(key, std::move(value), is_dead);
+                    });
+  } catch (const std::exception& e) {
+    peer_broken(src, "key " + header.key.to_string() + " by the device transport, which cannot receive it: " + e.what());
+  }
 }
 
 void MpiRendezvous::Impl::on_complete(const TransferPtr& t) {
@@ -542,7 +583,7 @@ void MpiRendezvous::Impl::cancel_everything() {
 
 MpiRendezvous::MpiRendezvous(MPI_Comm comm, std::function<int(std::string_view device)> rank_of,
                              MpiRendezvousOptions options)
-    : impl_(std::make_unique<Impl>(comm, std::move(rank_of), options)) {}
+    : impl_(std::make_unique<Impl>(comm, std::move(rank_of), std::move(options))) {}
 
 MpiRendezvous::~MpiRendezvous() = default;
 
@@ -560,5 +601,8 @@ void MpiRendezvous::abort_step(int64_t step_id, std::exception_ptr error) {
   impl_->abort_step(step_id, std::move(error));
 }
 void MpiRendezvous::cleanup_step(int64_t step_id) { impl_->cleanup_step(step_id); }
+bool MpiRendezvous::takes_device_tensor(const RendezvousKey& key, const Tensor& value) const {
+  return impl_->takes_device_tensor(key, value);
+}
 
 }  // namespace weft

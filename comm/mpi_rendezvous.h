@@ -17,6 +17,11 @@
 // core with a busy kernel thread; every other MPI call is the progress thread's, which never waits
 // in MPI: it tests every request and sleeps briefly between rounds, so an abort is always seen.
 //
+// With a device transport (comm/device_payloads.h; NCCL in a CUDA build), a GPU tensor bound for
+// a GPU of another task sends only its header over MPI, with the transport's ticket; its bytes go
+// GPU to GPU and the receiver's transport hands the tensor, on its GPU, to the recv. A failure of
+// the transport fails the whole rendezvous, as a damaged header does.
+//
 // A dead peer is not detected here (MPI cannot tell): the cluster's liveness check calls
 // start_abort or abort_step, which fails every pending recv of the rendezvous or step.
 #pragma once
@@ -28,6 +33,7 @@
 
 #include <mpi.h>
 
+#include "comm/device_payloads.h"
 #include "runtime/rendezvous.h"
 
 namespace weft {
@@ -41,6 +47,10 @@ struct MpiRendezvousOptions {
   size_t max_message_bytes = size_t{1} << 30;
   // The largest header accepted from a peer; a bigger one is a damaged message (an error).
   size_t max_header_bytes = size_t{1} << 16;
+  // Moves the bytes of GPU tensors between GPUs of different tasks; null: the rendezvous sends
+  // host tensors only (a GPU's Send kernel then stages its tensor in host memory). Owned by the
+  // rendezvous, which destroys it (and with it the transport's thread) before its own state.
+  std::unique_ptr<DevicePayloads> device_payloads;
 };
 
 class MpiRendezvous final : public Rendezvous {
@@ -62,6 +72,7 @@ class MpiRendezvous final : public Rendezvous {
   void start_abort(std::exception_ptr error) override;
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;
+  bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const override;
 
   // A tensor that `peer` sent under `key` by another way than this rendezvous (in a step's control
   // message, comm/step_rendezvous.h), handed to its recv as if MPI had brought it: dropped when

@@ -59,7 +59,7 @@ std::string encode_header(const WireHeader& h) {
   out.reserve(64 + key.size() + 8 * static_cast<size_t>(h.shape.rank()));
   put(out, kMagic, 4);
   put(out, kVersion, 1);
-  put(out, (h.is_dead ? 1u : 0u) | (h.has_value ? 2u : 0u), 1);
+  put(out, (h.is_dead ? 1u : 0u) | (h.has_value ? 2u : 0u) | (h.device ? 4u : 0u), 1);
   put(out, static_cast<uint8_t>(h.dtype), 1);
   put(out, static_cast<uint64_t>(h.shape.rank()), 1);
   put(out, key.size(), 4);
@@ -68,6 +68,11 @@ std::string encode_header(const WireHeader& h) {
   put(out, h.total_bytes, 8);
   put(out, h.chunk_bytes, 8);
   put(out, h.tag, 4);
+  if (h.device) {
+    put(out, h.device->link.size(), 2);
+    out += h.device->link;
+    put(out, h.device->sequence, 8);
+  }
   return out;
 }
 
@@ -81,7 +86,7 @@ WireHeader decode_header(std::string_view bytes, const DecodeLimits& limits) {
     throw InvalidArgument("header has version " + std::to_string(v) + ", expected " + std::to_string(kVersion));
   WireHeader h;
   const uint64_t flags = r.get(1, "flags");
-  if (flags & ~uint64_t{3}) throw InvalidArgument("header has unknown flags " + std::to_string(flags));
+  if (flags & ~uint64_t{7}) throw InvalidArgument("header has unknown flags " + std::to_string(flags));
   h.is_dead = flags & 1;
   h.has_value = flags & 2;
   const uint64_t dtype = r.get(1, "dtype");
@@ -101,6 +106,17 @@ WireHeader decode_header(std::string_view bytes, const DecodeLimits& limits) {
   h.total_bytes = r.get(8, "byte count");
   h.chunk_bytes = r.get(8, "message size");
   const uint64_t tag = r.get(4, "tag");
+  if (flags & 4) {
+    DevicePayloadTicket ticket;
+    const uint64_t link_len = r.get(2, "device link length");
+    ticket.link = std::string(r.take(link_len, "device link"));
+    ticket.sequence = r.get(8, "device sequence number");
+    if (ticket.link.empty() || ticket.link.size() > kMaxDeviceLinkBytes)
+      throw InvalidArgument("header of key " + h.key.to_string() + " names a device link of " +
+                            std::to_string(ticket.link.size()) + " bytes (1 to " + std::to_string(kMaxDeviceLinkBytes) +
+                            " allowed)");
+    h.device = std::move(ticket);
+  }
   if (r.left() != 0)
     throw InvalidArgument("header of key " + h.key.to_string() + " has " + std::to_string(r.left()) +
                           " bytes after its end");
@@ -129,6 +145,8 @@ WireHeader decode_header(std::string_view bytes, const DecodeLimits& limits) {
     throw InvalidArgument("payload tag " + std::to_string(tag) + " is outside 1 to " +
                           std::to_string(limits.tag_ub) + of);
   h.tag = static_cast<uint32_t>(tag);
+  if (h.device && h.total_bytes == 0)
+    throw InvalidArgument("a payload of no bytes cannot travel by the device transport" + of);
   return h;
 }
 

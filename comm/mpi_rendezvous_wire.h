@@ -6,15 +6,19 @@
 //   std::string bytes = encode_header(h);            // sender
 //   WireHeader got = decode_header(bytes, limits);   // receiver; throws InvalidArgument
 //
-// Layout: magic "WRDV" (u32), version (u8), flags (u8: 1 = dead, 2 = has a tensor), dtype (u8),
-// rank (u8), key length (u32), the key's canonical string, rank dims (i64 each), total payload
-// bytes (u64), bytes per payload message (u64), payload tag (u32). Nothing may follow.
+// Layout: magic "WRDV" (u32), version (u8), flags (u8: 1 = dead, 2 = has a tensor, 4 = the payload
+// travels by the device transport), dtype (u8), rank (u8), key length (u32), the key's canonical
+// string, rank dims (i64 each), total payload bytes (u64), bytes per payload message (u64),
+// payload tag (u32); with flag 4, the device transport's ticket: link length (u16), the link's
+// bytes, sequence number (u64). Nothing may follow.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "comm/device_payloads.h"
 #include "runtime/dtype.h"
 #include "runtime/rendezvous.h"
 #include "runtime/shape.h"
@@ -37,6 +41,9 @@ struct WireHeader {
   uint64_t total_bytes = 0;
   uint64_t chunk_bytes = 1;  // bytes per payload message but the last (1 to 2^31 - 1)
   uint32_t tag = 0;          // the payload's tag (1 to the tag bound)
+  // Set when the payload travels by the device transport (comm/device_payloads.h) instead of MPI
+  // messages under `tag`: only for a tensor with bytes.
+  std::optional<DevicePayloadTicket> device;
 };
 
 struct DecodeLimits {

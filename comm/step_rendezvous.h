@@ -67,6 +67,9 @@ class StepRendezvous final : public Rendezvous {
   void start_abort(std::exception_ptr error) override { base_.start_abort(std::move(error)); }
   void abort_step(int64_t step_id, std::exception_ptr error) override { base_.abort_step(step_id, std::move(error)); }
   void cleanup_step(int64_t step_id) override { base_.cleanup_step(step_id); }
+  bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const override {
+    return base_.takes_device_tensor(key, value);
+  }
 
   // The captured sends, in the order they were made; empties the list.
   std::vector<StepTensor> take_captured();

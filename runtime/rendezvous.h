@@ -95,6 +95,15 @@ class Rendezvous {
   // tensor). Step ids are not reused after cleanup.
   virtual void cleanup_step(int64_t step_id) = 0;
 
+  // Whether send() takes `value`, a tensor in a GPU's memory bound for another process, where it
+  // is and moves it GPU to GPU (the NCCL rendezvous), rather than needing it in host memory first.
+  // A GPU's Send kernel asks before it sends to another process.
+  virtual bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const {
+    (void)key;
+    (void)value;
+    return false;
+  }
+
   struct Received {
     Tensor value;
     bool is_dead = false;

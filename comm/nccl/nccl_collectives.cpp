@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_dtype.h"
 #include "comm/nccl/nccl_id.h"
 #include "comm/nccl/nccl_issue_queue.h"
@@ -25,13 +26,6 @@ using Clock = std::chrono::steady_clock;
 // How often the watchdog looks while something is pending. NCCL's non-blocking mode and CUDA's
 // events are polled; a millisecond is far below a collective's latency across tasks.
 constexpr auto kPollInterval = std::chrono::milliseconds(1);
-
-std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
-  std::string m = ncclGetErrorString(r);
-  const char* last = ncclGetLastError(comm);
-  if (last && *last) m += std::string(" (") + last + ")";
-  return m;
-}
 
 std::string describe_group(const CollectiveParams& p) {
   std::string members;
@@ -52,12 +46,6 @@ cudaStream_t nccl_stream(int device) {
     check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(nccl)");
   }
   return s;
-}
-
-cudaEvent_t new_event() {
-  cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate(nccl)");
-  return e;
 }
 
 }  // namespace
@@ -159,8 +147,8 @@ struct NcclCollectives::Impl {
     op->key = CollectiveInstanceKey{call.p.group_key, call.step_id, call.p.instance_key, call.p.group_instances};
     op->comm = comm_for(call);
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
-    op->ready = new_event();
-    op->finished = new_event();
+    op->ready = new_nccl_event();
+    op->finished = new_nccl_event();
     check_cuda(cudaEventRecord(op->ready, call.compute), "cudaEventRecord(compute -> nccl)");
     op->call = std::move(call);
     op->done = std::move(done);

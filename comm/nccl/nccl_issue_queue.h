@@ -1,8 +1,10 @@
-// The order in which one NCCL communicator's collectives are issued: NCCL, like MPI, needs every
-// rank to issue a communicator's collectives in the same order, while an executor makes them ready
-// in whatever order its timing gives. So they are issued in comm/collective_order.h's order (by
-// step, then instance key); one that arrives before its turn waits HERE, as a stored callback, not
-// as a blocked thread: whoever makes the next one issuable issues everything that has become so.
+// The order in which one NCCL communicator's calls are issued: NCCL, like MPI, needs every rank to
+// issue a communicator's calls in the same order, while an executor makes them ready in whatever
+// order its timing gives. So they are issued in an order every rank computes on its own: for
+// collectives comm/collective_order.h's (by step, then instance key), for the point-to-point
+// transfers of the NCCL rendezvous a sequence number per link (SequenceOrder below). One that
+// arrives before its turn waits HERE, as a stored callback, not as a blocked thread: whoever makes
+// the next one issuable issues everything that has become so.
 //
 //   NcclIssueQueue q;                                      // closed: the communicator is not ready
 //   q.submit(key, [&] { return launch(); }, on_error);     // queued (or issued, when open)
@@ -21,14 +23,43 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "comm/collective_order.h"
 
 namespace weft {
 
-class NcclIssueQueue {
+// Calls numbered 0, 1, 2, ... issued in that order (a link of the NCCL rendezvous numbers its
+// transfers as the sender makes them).
+struct SequenceNumber {
+  uint64_t value = 0;
+  bool operator==(const SequenceNumber&) const = default;
+  std::string to_string() const { return "transfer " + std::to_string(value); }
+};
+
+class SequenceOrder {
  public:
+  using Key = SequenceNumber;
+  // FailedPrecondition for a number already issued.
+  void check(const SequenceNumber& k) const {
+    if (k.value < next_)
+      throw FailedPrecondition("[nccl] " + k.to_string() + " of the link was already issued (the next is " +
+                               std::to_string(next_) + ")");
+  }
+  bool is_next(const SequenceNumber& k) const { return k.value == next_; }
+  void advance(const SequenceNumber&) { ++next_; }
+
+ private:
+  uint64_t next_ = 0;
+};
+
+// `Order` has Key, check(key) (throws for a key that can never be issued), is_next(key) and
+// advance(key); keys have == and to_string().
+template <class Order>
+class BasicIssueQueue {
+ public:
+  using Key = typename Order::Key;
   // Returns true when the launch is complete, false while it is still in progress (closes the queue).
   using Issue = std::function<bool()>;
   // Called instead of, or after a throwing, Issue.
@@ -37,13 +68,13 @@ class NcclIssueQueue {
   // Queues `issue` for `key` and issues whatever is now in turn. Throws (before queuing anything)
   // the FailedPrecondition / InvalidArgument of CollectiveOrder::check, or FailedPrecondition when
   // the same instance is already waiting or the queue was failed (fail_all).
-  void submit(const CollectiveInstanceKey& key, Issue issue, Fail fail) {
+  void submit(const Key& key, Issue issue, Fail fail) {
     std::unique_lock<std::mutex> lock(mu_);
     if (broken_)
-      throw FailedPrecondition("[collective] " + key.to_string() + ": its NCCL communicator was aborted");
+      throw FailedPrecondition("[nccl] " + key.to_string() + ": its NCCL communicator was aborted");
     order_.check(key);
     for (const Item& i : waiting_)
-      if (i.key == key) throw FailedPrecondition("[collective] " + key.to_string() + " is already waiting to be issued");
+      if (i.key == key) throw FailedPrecondition("[nccl] " + key.to_string() + " is already waiting to be issued");
     waiting_.push_back({key, std::move(issue), std::move(fail)});
     drain(lock);
   }
@@ -75,7 +106,7 @@ class NcclIssueQueue {
 
  private:
   struct Item {
-    CollectiveInstanceKey key;
+    Key key;
     Issue issue;
     Fail fail;
   };
@@ -106,12 +137,14 @@ class NcclIssueQueue {
   }
 
   mutable std::mutex mu_;
-  CollectiveOrder order_;
+  Order order_;
   std::vector<Item> waiting_;
   bool open_ = false;
   bool broken_ = false;
   bool issuing_ = false;
   uint64_t opens_ = 0;
 };
+
+using NcclIssueQueue = BasicIssueQueue<CollectiveOrder>;
 
 }  // namespace weft

@@ -5,8 +5,9 @@
 // Host devices never copy: the receiver gets the sender's buffer. A GPU is the exception that
 // moves bytes, always on the receiving side within a process (runtime/device_transfer.h: queued on
 // the receiving GPU's copy stream, or a download that completes the Recv when it lands), so a Send
-// never waits. Between processes the rendezvous moves host memory, so a Send on a GPU whose
-// receiver is in another task first downloads its tensor, asynchronously.
+// never waits. Between processes a GPU tensor bound for a GPU goes GPU to GPU through the NCCL
+// rendezvous (comm/nccl/nccl_p2p.h) where the rendezvous has it; otherwise the rendezvous moves
+// host memory, and a Send on a GPU first downloads its tensor, asynchronously.
 //
 // These kernels are the same host code on every device type; they are registered for CPU and CUDA
 // here, in one place.
@@ -33,11 +34,13 @@ void send(KernelContext& ctx) {
 }
 
 // Send on a GPU: within the process the tensor is handed over as it is (the Recv copies it where
-// it needs it); to another process it goes down to host memory first, without holding a thread.
+// it needs it); to another process it goes GPU to GPU where the rendezvous can (NCCL, to a GPU),
+// else down to host memory first, without holding a thread.
 void send_from_gpu(KernelContext& ctx, AsyncDone done) {
   Rendezvous& r = step_rendezvous(ctx);
   RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
-  if (task_of_device(key.src_device, ctx.op.display) == task_of_device(key.dst_device, ctx.op.display)) {
+  if (task_of_device(key.src_device, ctx.op.display) == task_of_device(key.dst_device, ctx.op.display) ||
+      r.takes_device_tensor(key, ctx.input(0))) {
     r.send(key, ctx.input(0));
     done(nullptr);
     return;

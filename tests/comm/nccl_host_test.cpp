@@ -233,6 +233,22 @@ TEST(NcclIssueQueue, FailAll) {
   EXPECT_TRUE(log.issued.empty());
 }
 
+TEST(NcclSequenceQueue, TransfersGoInSequenceWhateverOrderTheyArriveIn) {
+  BasicIssueQueue<SequenceOrder> q;
+  Log log;
+  q.open();
+  q.submit({2}, log.issue("2"), log.fail("2"));
+  q.submit({1}, log.issue("1"), log.fail("1"));
+  EXPECT_TRUE(log.issued.empty());  // 0 first, as the peer issues its side
+  q.submit({0}, log.issue("0"), log.fail("0"));
+  EXPECT_EQ(log.issued, (std::vector<std::string>{"0", "1", "2"}));
+  const std::string e = error_of<FailedPrecondition>([&] { q.submit({1}, log.issue("again"), log.fail("again")); });
+  EXPECT_TRUE(contains(e, "transfer 1 of the link was already issued")) << e;
+  q.submit({4}, log.issue("4"), log.fail("4"));
+  EXPECT_THROW(q.submit({4}, log.issue("twice"), log.fail("twice")), FailedPrecondition);
+  EXPECT_EQ(q.waiting(), 1u);
+}
+
 // ---- DataParallel's choice ----
 
 TEST(NcclDataParallel, OnlyGpusEachOnItsOwnTaskUseNccl) {

@@ -17,127 +17,12 @@
 #include <vector>
 
 #include "comm/mpi_rendezvous.h"
+#include "mpi_rendezvous_fixture.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
 
 namespace weft {
 namespace {
-
-using std::chrono::milliseconds;
-constexpr milliseconds kWait{20000};  // a healthy exchange takes milliseconds; this only bounds a hang
-
-std::string device(int task, int index = 0) {
-  return "/job:worker/replica:0/task:" + std::to_string(task) + "/device:CPU:" + std::to_string(index);
-}
-
-// Tasks of job "worker" are ranks; other jobs and tasks beyond the world have no rank.
-int rank_of(std::string_view name, int size) {
-  try {
-    DeviceSpec d = DeviceSpec::parse(name);
-    if (d.job != "worker" || !d.task || *d.task >= size) return -1;
-    return *d.task;
-  } catch (const Error&) {
-    return -1;
-  }
-}
-
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& err) {
-    return err.what();
-  }
-}
-
-// A recv_async outcome another thread waits for.
-struct Pending {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  Tensor value;
-
-  Rendezvous::DoneCallback callback() {
-    return [this](std::exception_ptr e, Tensor v, bool) {
-      std::lock_guard<std::mutex> lock(mu);
-      done = true;
-      error = std::move(e);
-      value = std::move(v);
-      cv.notify_all();
-    };
-  }
-  bool wait(milliseconds timeout = kWait) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return done; });
-  }
-};
-
-// Deterministic contents that depend on the sender, the receiver and the tensor's index.
-Tensor make_tensor(DType dtype, Shape shape, int from, int to, int index) {
-  Tensor t = Tensor::empty(dtype, shape);
-  auto* bytes = static_cast<unsigned char*>(t.nbytes() ? t.raw_data() : nullptr);
-  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 7 + from * 31 + to * 17 + index * 5) & 0xff);
-  if (dtype == DType::Bool)
-    for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] &= 1;
-  return t;
-}
-
-void expect_same(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what;
-  EXPECT_EQ(got.dtype(), want.dtype()) << what;
-  EXPECT_EQ(got.shape(), want.shape()) << what;
-  ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
-  if (want.nbytes()) {
-    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << what << ": contents differ";
-  }
-}
-
-class MpiRendezvousTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-    MPI_Comm_rank(comm_, &me_);
-    MPI_Comm_size(comm_, &size_);
-    ASSERT_GE(size_, 2) << "run under mpirun -np 2 or more";
-    // A key names its producer's incarnation, which only the producer's process knows.
-    incarnations_.resize(static_cast<size_t>(size_));
-    const uint64_t mine = process_incarnation();
-    MPI_Allgather(&mine, 1, MPI_UINT64_T, incarnations_.data(), 1, MPI_UINT64_T, comm_);
-  }
-  void TearDown() override {
-    sync();
-    MPI_Comm_free(&comm_);
-  }
-
-  std::unique_ptr<MpiRendezvous> make(MpiRendezvousOptions options = {}) {
-    const int size = size_;
-    return std::make_unique<MpiRendezvous>(comm_, [size](std::string_view d) { return rank_of(d, size); }, options);
-  }
-  RendezvousKey key(int from, int to, const std::string& edge, int64_t step = 1, int from_index = 0,
-                    int to_index = 0) const {
-    return {device(from, from_index), incarnations_[static_cast<size_t>(from)], device(to, to_index), edge, step};
-  }
-  // A barrier that cannot hang: a rank that lost its way (a failed test skipping its part) would
-  // leave the others waiting forever, so after a while the whole run aborts.
-  void sync() {
-    MPI_Request r;
-    MPI_Ibarrier(MPI_COMM_WORLD, &r);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    int flag = 0;
-    while (MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "[rank %d] barrier timed out\n", me_);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int me_ = 0;
-  int size_ = 0;
-  std::vector<uint64_t> incarnations_;
-};
 
 struct Case {
   DType dtype;
@@ -251,7 +136,7 @@ TEST_F(MpiRendezvousTest, ManyKeysInFlightInRandomOrder) {
 TEST_F(MpiRendezvousTest, BigTensorsTravelInSeveralMessages) {
   MpiRendezvousOptions options;
   options.max_message_bytes = 1000;
-  auto rdv = make(options);
+  auto rdv = make(std::move(options));
   const int to = (me_ + 1) % size_, from = (me_ + size_ - 1) % size_;
   // 40000 bytes: 40 full messages; 40004 bytes: a short last one; 999-byte messages of int64.
   rdv->send(key(me_, to, "big:0"), make_tensor(DType::Float32, {10000}, me_, to, 1));
@@ -347,7 +232,7 @@ TEST_F(MpiRendezvousTest, DamagedHeaderFailsPendingRecvsNamingTheSender) {
 TEST_F(MpiRendezvousTest, OversizedHeaderFailsPendingRecvsNamingTheSender) {
   MpiRendezvousOptions options;
   options.max_header_bytes = 256;
-  damaged_header_test(*this, comm_, me_, make(options), key(0, 1, "w:0"), std::string(1000, 'x'),
+  damaged_header_test(*this, comm_, me_, make(std::move(options)), key(0, 1, "w:0"), std::string(1000, 'x'),
                       [&] { sync(); });
 }
 

@@ -54,6 +54,39 @@ TEST(MpiWire, RoundTrip) {
   EXPECT_FALSE(decode_header(encode_header(none), kLimits).has_value);
 }
 
+TEST(MpiWire, ADeviceTicketRoundTrips) {
+  WireHeader h = good();
+  h.device = DevicePayloadTicket{std::string(256, 'a'), 41};
+  WireHeader got = decode_header(encode_header(h), kLimits);
+  ASSERT_TRUE(got.device.has_value());
+  EXPECT_EQ(*got.device, *h.device);
+  EXPECT_EQ(got.key, h.key);
+  EXPECT_FALSE(decode_header(encode_header(good()), kLimits).device.has_value());
+}
+
+TEST(MpiWire, ADamagedDeviceTicketIsInvalidArgument) {
+  auto expect = [](const WireHeader& h, const std::string& says) {
+    const std::string e = error_of(encode_header(h));
+    EXPECT_NE(e.find(says), std::string::npos) << "expected \"" << says << "\", got: " << e;
+  };
+  WireHeader h = good();
+  h.device = DevicePayloadTicket{"", 0};
+  expect(h, "device link of 0 bytes");
+  h.device = DevicePayloadTicket{std::string(kMaxDeviceLinkBytes + 1, 'x'), 0};
+  expect(h, "device link of 513 bytes");
+  h = good();
+  h.has_value = false;
+  h.shape = {};
+  h.total_bytes = 0;
+  h.device = DevicePayloadTicket{"link", 0};
+  expect(h, "no bytes cannot travel by the device transport");
+  h = good();
+  h.device = DevicePayloadTicket{"link", 3};
+  const std::string bytes = encode_header(h);
+  for (size_t n = encode_header(good()).size(); n < bytes.size(); ++n)
+    EXPECT_NE(error_of(bytes.substr(0, n)).find("ends inside its device"), std::string::npos) << n;
+}
+
 TEST(MpiWire, ChunkSizesKeepCountsInRange) {
   EXPECT_EQ(chunk_bytes_for(40000, 1000), 1000u);
   EXPECT_EQ(chunk_count(40000, 1000), 40u);
