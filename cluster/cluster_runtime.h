@@ -13,6 +13,7 @@
 // every step touches every task; data-parallel steps use collectives instead.)
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -160,6 +161,9 @@ class ClusterRuntime {
   uint64_t next_session_ = 1, next_handle_ = 1, next_timeline_id_ = 1;
   int64_t next_step_ = 1;
   bool stopping_ = false, shut_down_ = false;
+  // Threads reading their own step's replies in wait_for: the reply thread then does not poll
+  // too (two threads spinning on one channel only take cores from the tasks that answer).
+  std::atomic<int> self_readers_{0};
   std::thread dispatcher_;
 };
 
