@@ -29,7 +29,7 @@ ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI
     : spec_(std::move(spec)), rank_(rank), control_(control), data_(data), channel_(control) {
   MpiRendezvousOptions rendezvous_options;
   rendezvous_options.device_payloads = make_nccl_payloads();  // GPU to GPU between tasks, where there are GPUs
-  rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return spec_.rank_of(device); },
+  rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return rank_of_device(device); },
                                                 std::move(rendezvous_options));
   liveness_timeout = liveness_timeout_from(std::getenv("WEFT_LIVENESS_TIMEOUT_MS"));
   if (rank_ == spec_.chief_rank()) {
@@ -59,6 +59,19 @@ void ClusterRuntime::send_request(int rank, const std::function<void(capnp::Mess
   capnp::MallocMessageBuilder message;
   build(message);
   channel_.send(rank, kRequestTag, message);
+}
+
+int ClusterRuntime::rank_of_device(std::string_view device) const {
+  {
+    std::shared_lock lock(rank_memo_mu_);
+    if (auto it = rank_memo_.find(device); it != rank_memo_.end()) return it->second;
+  }
+  const int rank = spec_.rank_of(device);
+  if (rank >= 0) {
+    std::unique_lock lock(rank_memo_mu_);
+    if (rank_memo_.size() < kRankMemoSize) rank_memo_.emplace(std::string(device), rank);
+  }
+  return rank;
 }
 
 std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key) {
@@ -302,7 +315,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       return;
     }
     std::map<int, std::vector<StepTensor>> tensors_of;
-    for (StepTensor& t : tensors) tensors_of[rt_.spec_.rank_of(t.key.dst_device)].push_back(std::move(t));
+    for (StepTensor& t : tensors) tensors_of[rt_.rank_of_device(t.key.dst_device)].push_back(std::move(t));
     for (const auto& [rank, handle] : handles_)
       rt_.send_request(rank, [&, handle = handle, rank = rank](capnp::MessageBuilder& b) {
         auto run = b.initRoot<proto::Request>().initRunStep();
@@ -363,7 +376,7 @@ class ClusterRuntime::SessionTasks final : public RemoteTasks {
         rt_.send_request(r, [this](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setEndSession(session_); });
   }
 
-  bool is_local(std::string_view device) const override { return rt_.spec_.rank_of(device) == rt_.rank_; }
+  bool is_local(std::string_view device) const override { return rt_.rank_of_device(device) == rt_.rank_; }
   Rendezvous& rendezvous() override { return rt_.rendezvous(); }
   int64_t next_step_id() override {
     std::lock_guard lock(rt_.mu_);
@@ -374,7 +387,7 @@ class ClusterRuntime::SessionTasks final : public RemoteTasks {
                                                    std::vector<std::string> reply_edges) override {
     std::map<int, std::vector<std::string>> by_rank;
     for (const Partition& p : partitions) {
-      const int rank = rt_.spec_.rank_of(p.device);
+      const int rank = rt_.rank_of_device(p.device);
       if (rank < 0 || rank == rt_.rank_)
         throw Internal("[cluster] partition for device '" + p.device + "', which no other task has");
       by_rank[rank].push_back(encode_graph(p.graph));

@@ -21,8 +21,11 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/device.h"
@@ -66,6 +69,11 @@ class ClusterRuntime {
 
   const ClusterSpec& spec() const { return spec_; }
   int rank() const { return rank_; }
+  // spec().rank_of(device), remembered: the rendezvous asks for the two devices of every tensor
+  // it moves, and parsing a name and scanning the tasks each time cost microseconds per step (and
+  // grows with the task count). Thread-safe; -1 answers and names beyond kRankMemoSize are not
+  // kept, so a peer sending made-up names cannot grow it without bound.
+  int rank_of_device(std::string_view device) const;
   std::string task_name(int rank) const { return spec_.task(rank).name(); }
   ControlChannel& channel() { return channel_; }
   MpiRendezvous& rendezvous() { return *rendezvous_; }
@@ -161,6 +169,14 @@ class ClusterRuntime {
   uint64_t next_session_ = 1, next_handle_ = 1, next_timeline_id_ = 1;
   int64_t next_step_ = 1;
   bool stopping_ = false, shut_down_ = false;
+  static constexpr size_t kRankMemoSize = 4096;
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  mutable std::shared_mutex rank_memo_mu_;
+  mutable std::unordered_map<std::string, int, NameHash, std::equal_to<>> rank_memo_;
+
   // Threads reading their own step's replies in wait_for: the reply thread then does not poll
   // too (two threads spinning on one channel only take cores from the tasks that answer).
   std::atomic<int> self_readers_{0};
