@@ -35,7 +35,10 @@ class Executor::Frame final : public AsyncWaitObserver {
     }
     // From inside a pool thread, helpers could find no free thread; the caller drains alone.
     allow_helpers_ = parallel && !InterOpPool::in_pool_thread();
-    max_helpers_ = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    // Read once: hardware_concurrency() opens /sys/devices/system/cpu/online on every call, a
+    // few microseconds of file system per step.
+    static const int kHardwareThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    max_helpers_ = kHardwareThreads;
   }
 
   ~Frame() {
