@@ -35,10 +35,6 @@ class Executor::Frame final : public AsyncWaitObserver {
     }
     // From inside a pool thread, helpers could find no free thread; the caller drains alone.
     allow_helpers_ = parallel && !InterOpPool::in_pool_thread();
-    // Read once: hardware_concurrency() opens /sys/devices/system/cpu/online on every call, a
-    // few microseconds of file system per step.
-    static const int kHardwareThreads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    max_helpers_ = kHardwareThreads;
   }
 
   ~Frame() {
@@ -180,7 +176,7 @@ class Executor::Frame final : public AsyncWaitObserver {
       std::lock_guard lock(mu_);
       ready_.insert(ready_.end(), items.begin(), items.end());
       outstanding_ += static_cast<int>(items.size());
-      if (allow_helpers_ && helpers_ < max_helpers_ && ready_.size() > 1) {
+      if (allow_helpers_ && helpers_ < max_helpers() && ready_.size() > 1) {
         ++helpers_;
         spawn = true;
       }
@@ -327,7 +323,12 @@ class Executor::Frame final : public AsyncWaitObserver {
   StepOptions step_;
   std::vector<std::unique_ptr<RunState>> states_;  // one per part
   bool allow_helpers_ = false;
-  int max_helpers_ = 1;
+  // At most one helper per hardware thread. Read once: hardware_concurrency() opens
+  // /sys/devices/system/cpu/online on every call, a few microseconds of file system per step.
+  static int max_helpers() {
+    static const int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return n;
+  }
 
   std::mutex mu_;
   std::condition_variable done_;

@@ -76,12 +76,7 @@ class NcclPayloads final : public DevicePayloads {
     Device& gpu = *value.device_ptr();
     CudaContext& cu = cuda_context(gpu);
     // Everything that can fail comes before the ticket: a ticket given is a transfer issued.
-    auto op = std::make_shared<Op>();
-    op->value = std::move(value);
-    check_cuda(cudaSetDevice(cu.device), "cudaSetDevice");
-    op->ready = new_nccl_event();
-    op->finished = new_nccl_event();
-    check_cuda(cudaEventRecord(op->ready, cu.stream), "cudaEventRecord(compute -> nccl send)");
+    std::shared_ptr<Op> op = new_op(cu, std::move(value));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (aborted_) std::rethrow_exception(aborted_);
@@ -108,15 +103,10 @@ class NcclPayloads final : public DevicePayloads {
       throw InvalidArgument("[nccl] key " + key.to_string() + " comes to " + key.dst_device +
                             ", which is not a GPU of this task");
     CudaContext& cu = cuda_context(*gpu);
-    auto op = std::make_shared<Op>();
+    // Allocated on the compute stream; the receive waits for that point of it.
+    std::shared_ptr<Op> op = new_op(cu, Tensor::empty(dtype, shape, gpu));
     op->arrived = std::move(arrived);
     op->sequence = ticket.sequence;
-    // Allocated on the compute stream; the receive waits for that point of it.
-    op->value = Tensor::empty(dtype, shape, gpu);
-    check_cuda(cudaSetDevice(cu.device), "cudaSetDevice");
-    op->ready = new_nccl_event();
-    op->finished = new_nccl_event();
-    check_cuda(cudaEventRecord(op->ready, cu.stream), "cudaEventRecord(compute -> nccl recv)");
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (aborted_) std::rethrow_exception(aborted_);
@@ -206,6 +196,18 @@ class NcclPayloads final : public DevicePayloads {
       if (finished) ignore_cuda_error(cudaEventDestroy(finished));
     }
   };
+
+  // A transfer of `value`, made (or allocated) on `cu`'s compute stream: its events, and the
+  // point of that stream its link's stream will wait for.
+  static std::shared_ptr<Op> new_op(const CudaContext& cu, Tensor value) {
+    auto op = std::make_shared<Op>();
+    op->value = std::move(value);
+    check_cuda(cudaSetDevice(cu.device), "cudaSetDevice");
+    op->ready = new_nccl_event();
+    op->finished = new_nccl_event();
+    check_cuda(cudaEventRecord(op->ready, cu.stream), "cudaEventRecord(compute -> nccl link)");
+    return op;
+  }
 
   // Creates the communicator of a new link (non-blocking); mu_ is held. A failure to even start is
   // Unavailable, thrown before any ticket names the link.

@@ -22,8 +22,7 @@
 
 namespace weft {
 
-using std::chrono::milliseconds;
-inline constexpr milliseconds kWait{20000};  // a healthy exchange takes milliseconds; this only bounds a hang
+inline constexpr std::chrono::milliseconds kWait{20000};  // a healthy exchange takes milliseconds; this only bounds a hang
 
 inline std::string device(int task, int index = 0) {
   return "/job:worker/replica:0/task:" + std::to_string(task) + "/device:CPU:" + std::to_string(index);
@@ -65,7 +64,7 @@ struct Pending {
       cv.notify_all();
     };
   }
-  bool wait(milliseconds timeout = kWait) {
+  bool wait(std::chrono::milliseconds timeout = kWait) {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, timeout, [&] { return done; });
   }

@@ -24,6 +24,8 @@
 namespace weft {
 namespace {
 
+using std::chrono::milliseconds;
+
 struct Case {
   DType dtype;
   Shape shape;
