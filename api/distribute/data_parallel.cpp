@@ -35,7 +35,6 @@ class DataParallelState {
   std::vector<std::weak_ptr<const CompiledGraph>> broadcasts;
   uint64_t synced_writes = ~uint64_t{0};  // eager_variable_writes() at the last broadcast
   bool failed = false;                     // the last step failed: reset collectives, broadcast
-  int64_t next_group = 1;
 
   CompileOptions compile_options(const std::string& what) const {
     CompileOptions o{.optimize = options.optimize, .name = what};
@@ -160,8 +159,13 @@ struct DataParallelCore::Impl {
   struct Trace {
     std::vector<TensorSpec> specs;  // the batch dim is -1
     std::string input_key;          // replicas reading their own input: which input
+    std::shared_ptr<GraphIR> traced;  // replica 0's step, as traced
+    ReplicaInputs inputs;
     std::shared_ptr<const CompiledGraph> step;
     std::shared_ptr<const CompiledGraph> broadcast;
+    // A failed step may have aborted its NCCL groups' communicators (on some tasks, not others):
+    // the next call rebuilds the step under fresh ids.
+    bool nccl_groups_spent = false;
   };
   std::vector<std::unique_ptr<Trace>> traces;
   int tracing_count = 0;
@@ -170,6 +174,10 @@ struct DataParallelCore::Impl {
                const FunctionBody& body);
   Trace& find_or_trace(const std::vector<TensorSpec>& specs, const std::string& input_key,
                        const ReplicaInputs& inputs, const FunctionBody& body);
+  // Replicates and compiles t.traced into t.step.
+  void compile_step(Trace& t);
+  // One step of `t` (under step_mu); a failure spends its NCCL groups.
+  std::vector<Tensor> run(Trace& t, std::span<const Tensor> feeds);
 };
 
 DataParallelCore::DataParallelCore(std::shared_ptr<DataParallelState> state, std::string name)
@@ -187,9 +195,32 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::find_or_trace(const std::
   for (auto& t : traces)
     if (t->input_key == input_key && t->specs.size() == specs.size() &&
         std::equal(specs.begin(), specs.end(), t->specs.begin(),
-                   [](const TensorSpec& a, const TensorSpec& b) { return a.dtype == b.dtype && a.shape == b.shape; }))
+                   [](const TensorSpec& a, const TensorSpec& b) { return a.dtype == b.dtype && a.shape == b.shape; })) {
+      if (t->nccl_groups_spent) {
+        renew_nccl_ids(*t->traced);
+        compile_step(*t);
+        t->nccl_groups_spent = false;
+      }
       return *t;
+    }
   return trace(specs, input_key, inputs, body);
+}
+
+void DataParallelCore::Impl::compile_step(Trace& t) {
+  DataParallelState& s = *state;
+  ReplicatedGraph step = replicate(*t.traced, t.specs.size(), s.layout, s.variables, t.inputs);
+  t.step = std::make_shared<CompiledGraph>(
+      std::move(step.graph), CompileSpec{.feeds = step.feeds, .fetches = step.results, .targets = step.targets},
+      s.compile_options("data-parallel step '" + name + "'"));
+}
+
+std::vector<Tensor> DataParallelCore::Impl::run(Trace& t, std::span<const Tensor> feeds) {
+  try {
+    return state->run_step(*t.step, feeds);
+  } catch (...) {
+    t.nccl_groups_spent = replicas_use_nccl(state->layout);
+    throw;
+  }
 }
 
 DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<TensorSpec>& specs,
@@ -214,7 +245,7 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
     std::optional<GradientAllReducer> reducer;
     if (replicas > 1)
       reducer.emplace(weight,
-                      CollectiveGroup{.key = s.next_group++, .members = s.layout.devices, .instances = kInstancesUnknown,
+                      CollectiveGroup{.key = new_collective_group_key(), .members = s.layout.devices, .instances = kInstancesUnknown,
                                       .nccl_id = nccl_id_for_new_group(s.layout)},
                       BucketOptions{s.options.bucket_bytes, s.options.first_bucket_bytes});
     ReplicaContextScope in_replica(reducer ? &*reducer : nullptr);
@@ -231,19 +262,17 @@ DataParallelCore::Impl::Trace& DataParallelCore::Impl::trace(const std::vector<T
   auto t = std::make_unique<Trace>();
   t->specs = specs;
   t->input_key = input_key;
-  ReplicatedGraph step = replicate(*graph, specs.size(), s.layout, s.variables, inputs);
-  auto compiled = std::make_shared<CompiledGraph>(
-      std::move(step.graph), CompileSpec{.feeds = step.feeds, .fetches = step.results, .targets = step.targets},
-      s.compile_options("data-parallel step '" + name + "'"));
+  t->traced = graph;
+  t->inputs = inputs;
+  compile_step(*t);
   ReplicatedGraph broadcast =
-      broadcast_graph(*graph, s.layout, s.variables, s.next_group++, nccl_id_for_new_group(s.layout));
+      broadcast_graph(*graph, s.layout, s.variables, new_collective_group_key(), nccl_id_for_new_group(s.layout));
   if (!broadcast.targets.empty()) {
     t->broadcast = std::make_shared<CompiledGraph>(std::move(broadcast.graph),
                                                    CompileSpec{.targets = broadcast.targets},
                                                    s.compile_options("data-parallel broadcast of '" + name + "'"));
     s.broadcasts.push_back(t->broadcast);
   }
-  t->step = std::move(compiled);
   traces.push_back(std::move(t));
   return *traces.back();
 }
@@ -302,14 +331,14 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
     feeds.push_back(Tensor::from_host(DType::Float32, Shape{}, &weight));
   }
 
-  return s.run_step(*trace->step, feeds);
+  return im.run(*trace, feeds);
 }
 
 std::vector<Tensor> DataParallelCore::call_reading(const std::vector<TensorSpec>& specs, const std::string& input_key,
                                                   const ReplicaInputs& inputs, const FunctionBody& body) {
   DataParallelState& s = *impl_->state;
   std::lock_guard lock(s.step_mu);
-  return s.run_step(*impl_->find_or_trace(specs, input_key, inputs, body).step, {});
+  return impl_->run(impl_->find_or_trace(specs, input_key, inputs, body), {});
 }
 
 DataParallel::DataParallel(const Cluster& cluster, DataParallelOptions options)

@@ -1,6 +1,8 @@
 #include "api/distribute/replicate.h"
 
+#include <atomic>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "api/context.h"
@@ -189,6 +191,26 @@ bool replicas_use_nccl(const ReplicaLayout& layout) {
 
 std::string nccl_id_for_new_group(const ReplicaLayout& layout) {
   return replicas_use_nccl(layout) ? new_nccl_id() : std::string();
+}
+
+int64_t new_collective_group_key() {
+  static std::atomic<int64_t> next{1};
+  return next.fetch_add(1);
+}
+
+bool renew_nccl_ids(GraphIR& trace) {
+  std::map<std::string, std::string> renewed;  // old id -> new id
+  for (int32_t id = 0; id < trace.id_bound(); ++id) {
+    if (!trace.alive(id)) continue;
+    Node& n = trace.node(id);
+    const AttrValue* v = n.attrs.find("nccl_id");
+    const std::string* old = v ? std::get_if<std::string>(v) : nullptr;
+    if (!old || old->empty()) continue;
+    auto [it, fresh] = renewed.try_emplace(*old);
+    if (fresh) it->second = new_nccl_id();
+    n.attrs.set("nccl_id", it->second);
+  }
+  return !renewed.empty();
 }
 
 ReplicatedGraph broadcast_graph(const GraphIR& trace, const ReplicaLayout& layout, ReplicaVariables& variables,

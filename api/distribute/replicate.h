@@ -40,6 +40,13 @@ bool replicas_use_nccl(const ReplicaLayout& layout);
 // A fresh NCCL id (hex) for a new collective group of the replicas when replicas_use_nccl, else
 // empty. Called on the chief, once per group: the id travels to every task on the graph's nodes.
 std::string nccl_id_for_new_group(const ReplicaLayout& layout);
+// A key no other collective group made by this process has: DataParallel objects alive side by
+// side never share a group (a group key names one group; its nccl_id its current communicator).
+int64_t new_collective_group_key();
+// Gives every NCCL collective of `trace` a fresh id, one per distinct id it had (a group keeps its
+// key): after a failed step aborted the groups' communicators, the rebuilt graph makes new ones.
+// Returns whether there was any.
+bool renew_nccl_ids(GraphIR& trace);
 
 // Each variable's copy on each replica, shared by every graph of one DataParallel (a train step
 // and an eval step use the same replica variables).

@@ -101,7 +101,13 @@ struct NcclCollectives::Impl {
   std::thread watchdog;                      // last: starts when the rest is made
 
   // The communicator of (group, id), created now if new. FailedPrecondition for an aborted one.
+  // A group that comes with a new id has moved on (a replicated graph rebuilt after a failed
+  // step): its communicators under older ids are aborted, so their GPU buffers and threads go.
   std::shared_ptr<Comm> comm_for(const NcclCall& c) {
+    for (const std::shared_ptr<Comm>& old : superseded_by(c.p))
+      fail_comm(old, std::make_exception_ptr(FailedPrecondition("[" + c.p.op + "] the " + describe_group(old->group) +
+                                                                " was replaced under a new nccl_id")),
+                /*abort=*/true);
     std::lock_guard<std::mutex> lock(mu);
     auto key = std::make_pair(c.p.group_key, c.p.nccl_id);
     if (auto it = comms.find(key); it != comms.end()) {
@@ -135,6 +141,16 @@ struct NcclCollectives::Impl {
     comms[key] = comm;
     cv.notify_all();
     return comm;
+  }
+
+  // The live communicators of p's group under other ids, when p's id has none yet.
+  std::vector<std::shared_ptr<Comm>> superseded_by(const CollectiveParams& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::shared_ptr<Comm>> out;
+    if (comms.contains({p.group_key, p.nccl_id})) return out;
+    for (auto it = comms.lower_bound({p.group_key, std::string()}); it != comms.end() && it->first.first == p.group_key; ++it)
+      if (it->second->state != CommState::kAborted) out.push_back(it->second);
+    return out;
   }
 
   void run(NcclCall call, Done done) {

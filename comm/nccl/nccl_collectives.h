@@ -23,16 +23,21 @@
 // error: Unavailable naming the group; a cancelled step: the step's error. Either way the
 // communicator is aborted (ncclCommAbort) and dropped: every other collective of it fails, and a
 // later use of the same (group, id) is FailedPrecondition naming the group (a new id is needed:
-// rebuild the replicated graph). The tensors of an aborted collective are kept until its event
-// completes (the NCCL kernels may still touch them).
+// DataParallel rebuilds its step under fresh ids after a failed one). The first collective of a
+// group under a new id aborts the group's communicators under older ids, which a failure left
+// alive on tasks where nothing was pending. The tensors of an aborted collective are kept until
+// its event completes (the NCCL kernels may still touch them).
 //
 // Not checked across processes: an all-gather's inputs must have the same shape on every member
 // (ncclAllGather has one count), as the graph's static shapes make them; a mean of integers is
 // NCCL's ncclAvg (a sum divided by nranks, truncated), a mean of floats may differ from the CPU's
 // sum/n in the last bit.
 //
-// NEVER RUN: written without a GPU; compiled and linked only. tests/gpu/nccl_test.cpp covers one
-// one-member group per collective and dtype, and a cancelled step; nothing with nranks > 1 has run.
+// Run on an H100 (2026-11-26): tests/gpu/nccl_test.cpp covers one-member groups per collective
+// and dtype, a cancelled step, a group of two processes (exact sums, means, broadcasts,
+// all-gathers; a peer that dies) sharing the GPU as NCCL hosts of their own, and DataParallel
+// over 2 and 4 tasks under mpirun, its recovery after a failed step included. Not yet run: two
+// real GPUs.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -14,11 +14,16 @@ Cluster* g_cluster = nullptr;
 
 namespace {
 
+// One replica per task: its GPU where every task has one (the collectives then go through NCCL),
+// else its CPU.
 TEST(DataParallelMpi, OneReplicaPerTask) {
   distribute::DataParallel dp(*g_cluster);
   ASSERT_EQ(dp.num_replicas(), g_cluster->num_tasks());
+  bool gpus = false;
+  for (const DeviceInfo& d : g_cluster->devices()) gpus = gpus || d.type == "GPU";
   for (int t = 0; t < g_cluster->num_tasks(); ++t)
-    EXPECT_EQ(dp.replica_devices()[static_cast<size_t>(t)], g_cluster->task_names()[static_cast<size_t>(t)] + "/device:CPU:0");
+    EXPECT_EQ(dp.replica_devices()[static_cast<size_t>(t)],
+              g_cluster->task_names()[static_cast<size_t>(t)] + (gpus ? "/device:GPU:0" : "/device:CPU:0"));
 }
 
 TEST(DataParallelMpi, SgdMatchesOneProcessWithUnevenBatches) {
@@ -48,7 +53,9 @@ TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
   for (const Variable& slot : adam.variables()) vars.push_back(slot);
   vars.push_back(adam.iterations_variable());
   for (const Variable& v : vars) {
-    const std::vector<Tensor> values = dp.replica_values(v);
+    // On the host: the replicas' values are on their devices (GPUs where the tasks have them).
+    std::vector<Tensor> values;
+    for (const Tensor& t : dp.replica_values(v)) values.push_back(t.to(cpu_device()));
     ASSERT_EQ(values.size(), static_cast<size_t>(dp.num_replicas()));
     for (size_t r = 1; r < values.size(); ++r) {
       ASSERT_EQ(values[r].nbytes(), values[0].nbytes());
@@ -56,7 +63,8 @@ TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
           << v.name() << " differs between replica 0 and replica " << r;
     }
     // Replica 0's are the model's own.
-    EXPECT_EQ(std::memcmp(values[0].raw_data(), v.value().raw_data(), values[0].nbytes()), 0) << v.name();
+    const Tensor own = v.value().to(cpu_device());
+    EXPECT_EQ(std::memcmp(values[0].raw_data(), own.raw_data(), values[0].nbytes()), 0) << v.name();
   }
   EXPECT_EQ(adam.iterations(), 30);
 }

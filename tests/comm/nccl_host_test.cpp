@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -262,6 +263,60 @@ TEST(NcclDataParallel, OnlyGpusEachOnItsOwnTaskUseNccl) {
   EXPECT_FALSE(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t1 + "/device:CPU:0"}}));
   EXPECT_EQ(distribute::nccl_id_for_new_group(ReplicaLayout{.devices = {t0 + "/device:CPU:0", t1 + "/device:CPU:0"}}),
             "");
+}
+
+// After a failed step, DataParallel rebuilds its step under fresh ids (the groups' communicators
+// may be aborted): each distinct id gets one new id, groups keep their keys, nodes without an id
+// are untouched.
+TEST(NcclDataParallel, RenewedIdsAreFreshOnePerGroupAndKeepTheKeys) {
+  if (!nccl_compiled_in()) GTEST_SKIP() << "built without CUDA (no NCCL)";
+  std::string a, b;
+  try {
+    a = new_nccl_id();
+    b = new_nccl_id();
+  } catch (const Unavailable& e) {
+    GTEST_SKIP() << "NCCL cannot make an id on this machine: " << e.what();
+  }
+  Graph g;
+  {
+    GraphScope scope(g);
+    const Tensor x = placeholder(float32, {1}, "x");
+    CollectiveGroup first{.key = 3, .members = {kCpu0}, .instances = 2, .nccl_id = a};
+    CollectiveGroup second{.key = 4, .members = {kCpu0}, .nccl_id = b};
+    (void)collective::all_reduce(x, first, 0, 0);
+    (void)collective::all_reduce(x * 2.f, first, 0, 1);
+    (void)collective::broadcast_send(x, second, 0);
+  }
+  std::map<std::string, std::vector<int64_t>> keys_by_id;
+  auto collect = [&] {
+    keys_by_id.clear();
+    for (int32_t id = 0; id < g.ir().id_bound(); ++id) {
+      if (!g.ir().alive(id)) continue;
+      const Node& n = g.ir().node(id);
+      if (const AttrValue* v = n.attrs.find("nccl_id"))
+        keys_by_id[std::get<std::string>(*v)].push_back(n.attrs.get<int64_t>("group_key"));
+    }
+  };
+  collect();
+  ASSERT_EQ(keys_by_id.size(), 2u);
+  EXPECT_TRUE(distribute::renew_nccl_ids(g.ir()));
+  collect();
+  ASSERT_EQ(keys_by_id.size(), 2u) << "one new id per group";
+  for (const auto& [id, keys] : keys_by_id) {
+    EXPECT_NE(id, a);
+    EXPECT_NE(id, b);
+    EXPECT_NO_THROW(decode_nccl_id(id, "op"));
+    const std::vector<int64_t> kept = keys.size() == 2 ? std::vector<int64_t>{3, 3} : std::vector<int64_t>{4};
+    EXPECT_EQ(keys, kept) << "keys are kept";
+  }
+  Graph plain;
+  {
+    GraphScope scope(plain);
+    (void)(placeholder(float32, {1}, "x") + 1.f);
+  }
+  EXPECT_FALSE(distribute::renew_nccl_ids(plain.ir()));
+  const int64_t k1 = distribute::new_collective_group_key(), k2 = distribute::new_collective_group_key();
+  EXPECT_NE(k1, k2);
 }
 
 }  // namespace
