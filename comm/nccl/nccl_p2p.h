@@ -28,10 +28,11 @@
 //
 // Set WEFT_NCCL_RENDEZVOUS=0 to send GPU tensors through host memory instead (as without NCCL).
 //
-// NEVER RUN: NCCL refuses two ranks on one GPU, and no machine with two GPUs was available; this
-// is compiled and linked only. tests/gpu/nccl_p2p_test.cpp runs two processes on two GPUs where
-// there are two; tests/comm_mpi/device_payloads_test.cpp runs the rendezvous's side of the
-// contract with an order-matched stand-in on the CPU.
+// Run on an H100 (2026-11-26): tests/gpu/nccl_p2p_test.cpp moves tensors between two processes
+// (one GPU each, or one GPU shared as two NCCL hosts: tests/gpu/child_processes.h), and a graph
+// over three tasks' GPUs under mpirun (tests/cluster_mpi) sends through it both ways.
+// tests/comm_mpi/device_payloads_test.cpp runs the rendezvous's side of the contract with an
+// order-matched stand-in on the CPU. Not yet run: two real GPUs (NVLink or PCIe peer transfers).
 #pragma once
 
 #include <chrono>

@@ -8,8 +8,8 @@
 // CUDA out of such a node's kernel types), so these errors meet only an eager call under a GPU
 // DeviceScope or a hand-made graph placed strictly.
 //
-// NEVER RUN: written without a GPU (compiled and linked only); tests/gpu/nccl_test.cpp is to run
-// on one.
+// Run on an H100 (2026-11-26): tests/gpu/nccl_test.cpp (one-member groups, and a group of two
+// processes sharing the GPU as NCCL hosts of their own) and the data-parallel tests under mpirun.
 #include <set>
 
 #include "comm/nccl/nccl_collectives.h"

@@ -1,20 +1,12 @@
-// The NCCL rendezvous's transport (comm/nccl/nccl_p2p.h). On one GPU: tickets number a link's
-// transfers, bad tickets and keys are InvalidArgument, and a peer that never joins fails the link
-// within its timeout, through the failure handler. On two GPUs: two processes (this binary, run
-// again as children, one GPU each) move tensors GPU to GPU, the receiver taking its tickets in
-// the reverse order, and get the sender's bytes.
-//
-// NEVER RUN on a GPU so far: written on a machine without one. The two-process test needs two
-// GPUs (NCCL refuses two ranks on one GPU), which no machine lent to this project has had.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// The NCCL rendezvous's transport (comm/nccl/nccl_p2p.h). In one process: tickets number a
+// link's transfers, bad tickets and keys are InvalidArgument, and a peer that never joins fails
+// the link within its timeout, through the failure handler. Between two processes (this binary,
+// run again as children: child_processes.h, one GPU each, or one GPU as two hosts): tensors move
+// GPU to GPU, the receiver taking its tickets in the reverse order, and arrive with the sender's
+// bytes.
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
@@ -23,11 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "child_processes.h"
 #include "comm/nccl/nccl_p2p.h"
 #include "gpu_test_util.h"
 #include "runtime/cuda/cuda_context.h"
-
-extern char** environ;
 
 namespace weft::gpu_test {
 namespace {
@@ -40,15 +31,6 @@ constexpr int kTransfers = 6;
 std::string gpu_of_task(int task) { return "/job:worker/replica:0/task:" + std::to_string(task) + "/device:GPU:0"; }
 
 RendezvousKey key_of(int k) { return {gpu_of_task(0), 0x1234, gpu_of_task(1), "t" + std::to_string(k) + ":0", 1}; }
-
-int gpu_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
 
 // Transfer k: (1000 * k + 3) int32 values k * 1000003 + i.
 std::vector<int32_t> values_of(int k) {
@@ -63,15 +45,6 @@ std::string what_of(const std::exception_ptr& e) {
   } catch (const std::exception& x) {
     return x.what();
   }
-}
-
-bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (std::ifstream(path).good()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
 }
 
 TEST(NcclP2p, TicketsNumberALinksTransfersAndALinkWithoutItsPeerFailsInTime) {
@@ -117,9 +90,9 @@ TEST(NcclP2p, TicketsAndKeysThatCannotBeRightAreInvalidArgument) {
       << "a key for a GPU of another task";
 }
 
-// ---- two processes, two GPUs ----
+// ---- two processes ----
 
-// Run only as a child of TensorsCrossBetweenTwoProcesses, on the GPU CUDA_VISIBLE_DEVICES leaves.
+// Run only as children of TensorsCrossBetweenTwoProcesses, on the GPU CUDA_VISIBLE_DEVICES leaves.
 TEST(NcclP2pChild, Sender) {
   const char* dir = std::getenv(kChildDir);
   if (!dir) GTEST_SKIP() << "run by NcclP2p.TensorsCrossBetweenTwoProcesses";
@@ -138,9 +111,7 @@ TEST(NcclP2pChild, Sender) {
     const DevicePayloadTicket ticket = payloads->send(1, key_of(k), t);
     tickets << ticket.link << " " << ticket.sequence << "\n";
   }
-  const std::string path = std::string(dir) + "/tickets";
-  std::ofstream(path + ".part") << tickets.str();
-  std::rename((path + ".part").c_str(), path.c_str());
+  write_file_whole(std::string(dir) + "/tickets", tickets.str());
   EXPECT_TRUE(wait_for_file(std::string(dir) + "/received", 60s)) << "the receiver never finished";
   EXPECT_EQ(failed, "");
 }
@@ -181,43 +152,23 @@ TEST(NcclP2pChild, Receiver) {
     g->copy_to_host(got[k].raw_data(), back.data(), got[k].nbytes());
     EXPECT_EQ(back, values_of(k)) << "transfer " << k;
   }
-  std::ofstream(std::string(dir) + "/received") << "ok\n";
-}
-
-pid_t spawn_child(const std::string& test, const std::string& dir, int visible_gpu) {
-  const std::string env_dir = std::string(kChildDir) + "=" + dir;
-  const std::string env_gpu = "CUDA_VISIBLE_DEVICES=" + std::to_string(visible_gpu);
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) envp.push_back(*e);
-  envp.push_back(const_cast<char*>(env_dir.c_str()));
-  envp.push_back(const_cast<char*>(env_gpu.c_str()));
-  envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe", filter = "--gtest_filter=NcclP2pChild." + test;
-  char* argv[] = {exe.data(), filter.data(), nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
-  return pid;
+  write_file_whole(std::string(dir) + "/received", "ok\n");
 }
 
 TEST(NcclP2p, TensorsCrossBetweenTwoProcesses) {
   WEFT_REQUIRE_GPU();
-  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (NCCL refuses two ranks on one GPU); this machine has " << gpu_count();
-  char pattern[] = "/tmp/weft_nccl_p2p_XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  const pid_t sender = spawn_child("Sender", dir, 0);
-  const pid_t receiver = spawn_child("Receiver", dir, 1);
+  MeetingFolder dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string meet = std::string(kChildDir) + "=" + dir.path();
+  std::vector<std::string> sender_env = nccl_rank_environment(0), receiver_env = nccl_rank_environment(1);
+  sender_env.push_back(meet);
+  receiver_env.push_back(meet);
+  const pid_t sender = spawn_test_child("NcclP2pChild.Sender", sender_env);
+  const pid_t receiver = spawn_test_child("NcclP2pChild.Receiver", receiver_env);
   ASSERT_GT(sender, 0);
   ASSERT_GT(receiver, 0);
-  for (pid_t p : {sender, receiver}) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << (p == sender ? "sender" : "receiver") << " status " << status;
-  }
-  for (const char* f : {"/tickets", "/received"}) std::remove((dir + f).c_str());
-  rmdir(dir.c_str());
+  EXPECT_EQ(wait_test_child(sender, 120s), "") << "the sender";
+  EXPECT_EQ(wait_test_child(receiver, 120s), "") << "the receiver";
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // The collective ops' CUDA kernels through NCCL (kernels/cuda/collective.cpp, comm/nccl/): on one
 // GPU a group of one member (nranks 1) runs every collective for every dtype NCCL has; a cancelled
 // step completes its pending collective with the step's error; a peer that never comes is
-// Unavailable naming the group. The registration and dtype-mapping tests run without a GPU.
-//
-// NEVER RUN on a GPU so far (written on a machine without one): the GPU tests here skip there.
-// Nothing with nranks > 1 is tested (that needs several GPUs or processes).
+// Unavailable naming the group. Two processes (child_processes.h: this binary run again, one GPU
+// each or one GPU as two hosts) run a group of two: sums, means, a broadcast from the second
+// rank and all-gathers give the exact results; a peer that dies leaves the survivor's pending
+// collective to the step's cancellation, which aborts the communicator and frees the GPU. The
+// registration and dtype-mapping tests run without a GPU.
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <memory>
 
+#include "child_processes.h"
 #include "comm/nccl/nccl_collectives.h"
 #include "comm/nccl/nccl_dtype.h"
 #include "comm/nccl/nccl_id.h"
@@ -267,6 +271,159 @@ TEST_F(Nccl, NodesNcclCannotRunAreInvalidArgument) {
   ASSERT_NE(e, nullptr);
   EXPECT_THROW(std::rethrow_exception(e), InvalidArgument);
   EXPECT_NE(message_of(e).find("one GPU member per process"), std::string::npos) << message_of(e);
+}
+
+// ---- two processes: a group of two ----
+
+constexpr const char* kMemberDir = "WEFT_NCCL_TEST_DIR";
+constexpr const char* kMemberRank = "WEFT_NCCL_TEST_RANK";
+
+std::string gpu_of_task(int task) { return "/job:worker/replica:0/task:" + std::to_string(task) + "/device:GPU:0"; }
+
+// A host tensor of `dtype` holding `v` (small integers: exact in every dtype).
+Tensor host_tensor(DType dtype, const std::vector<float>& v) {
+  const Shape shape{static_cast<int64_t>(v.size())};
+  const Tensor f = Tensor::from_host(float32, shape, v.data());
+  return dtype == float32 ? f : run_on(*cpu_device(), "Cast", {f}, dtype, shape, Attrs{{"dtype", dtype}});
+}
+
+// Member `rank`'s input, value i being i % 17 + 20 * rank: sums, means and gathers of these are
+// exact in every dtype. `rank` -1 gives the sum over both members, -2 their mean.
+std::vector<float> member_values(int rank, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto base = static_cast<float>(i % 17);
+    v[static_cast<size_t>(i)] = rank == -1 ? 2 * base + 20 : rank == -2 ? base + 10 : base + 20.f * static_cast<float>(rank);
+  }
+  return v;
+}
+
+Tensor member_input(DType dtype, int rank, int64_t n) { return host_tensor(dtype, member_values(rank, n)); }
+
+// A child's rank and meeting folder (null: not run as a child), its task set to its rank.
+struct Member {
+  int rank = -1;
+  std::string dir;
+  Device* gpu = nullptr;
+  std::string id;  // the group's NCCL id: rank 0 makes it, rank 1 reads it
+
+  static Member join() {
+    Member m;
+    const char* dir = std::getenv(kMemberDir);
+    const char* rank = std::getenv(kMemberRank);
+    if (!dir || !rank) return m;
+    m.dir = dir;
+    m.rank = std::atoi(rank);
+    set_local_task("worker", m.rank);
+    m.gpu = ::weft::gpu_test::gpu();
+    if (m.rank == 0) {
+      m.id = new_nccl_id();
+      write_file_whole(m.dir + "/id", m.id);
+    } else if (wait_for_file(m.dir + "/id", std::chrono::seconds(60))) {
+      std::ifstream(m.dir + "/id") >> m.id;
+    }
+    return m;
+  }
+
+  Attrs attrs(int64_t instance, int64_t instances) const {
+    return {{"group_key", int64_t{77}},  {"group_members", gpu_of_task(0) + "," + gpu_of_task(1)},
+            {"member", int64_t{rank}},   {"instance_key", instance},
+            {"group_instances", instances}, {"nccl_id", id}};
+  }
+};
+
+// Runs TwoProcessChild.<test> as ranks 0 and 1 and expects both to pass.
+void run_two_members(const std::string& test) {
+  MeetingFolder dir;
+  ASSERT_FALSE(dir.path().empty());
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> env = nccl_rank_environment(r);
+    env.push_back(std::string(kMemberDir) + "=" + dir.path());
+    env.push_back(std::string(kMemberRank) + "=" + std::to_string(r));
+    pids[r] = spawn_test_child("TwoProcessChild." + test, env);
+    ASSERT_GT(pids[r], 0);
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(wait_test_child(pids[r], std::chrono::seconds(150)), "") << "rank " << r;
+}
+
+TEST(TwoProcessChild, Collectives) {
+  const Member m = Member::join();
+  if (m.rank < 0) GTEST_SKIP() << "run by NcclTwoProcesses.CollectivesGiveExactResults";
+  ASSERT_NE(m.gpu, nullptr);
+  ASSERT_FALSE(m.id.empty()) << "rank 0 made no id";
+  const int64_t n = 1000;
+  StepContext step(1);
+  Attrs sum = m.attrs(0, 5);
+  sum.set("reduction", std::string("sum"));
+  auto a = start(*m.gpu, "CollectiveAllReduce", {member_input(float32, m.rank, n), member_input(int64, m.rank, 3)}, sum,
+                 2, float32, &step);
+  Attrs mean = m.attrs(1, 5);
+  mean.set("reduction", std::string("mean"));
+  auto b = start(*m.gpu, "CollectiveAllReduce", {member_input(bfloat16, m.rank, n)}, mean, 1, bfloat16, &step);
+  Attrs from_second = m.attrs(2, 5);
+  from_second.set("root", int64_t{1});
+  std::vector<Tensor> sent;  // the root sends; the other member says what it receives
+  if (m.rank == 1) {
+    sent.push_back(member_input(int32, 1, n));
+  } else {
+    from_second.set("dtype", int32);
+    from_second.set("shape", Shape({n}));
+  }
+  auto c = start(*m.gpu, "CollectiveBroadcast", sent, from_second, 1, int32, &step);
+  auto d = start(*m.gpu, "CollectiveAllGather", {member_input(float16, m.rank, 4)}, m.attrs(3, 5), 1,
+                 float16, &step);
+  Attrs big = m.attrs(4, 5);
+  big.set("reduction", std::string("sum"));
+  auto e = start(*m.gpu, "CollectiveAllReduce", {member_input(float32, m.rank, 1 << 22)}, big, 1, float32, &step);
+  for (Pending* p : {a.get(), b.get(), c.get(), d.get(), e.get()}) ASSERT_TRUE(succeeded(p->wait()));
+
+  EXPECT_TRUE(same_values(member_input(float32, -1, n), a->outputs[0].to(cpu_device()), 0));
+  EXPECT_TRUE(same_values(member_input(int64, -1, 3), a->outputs[1].to(cpu_device()), 0));
+  EXPECT_TRUE(same_values(member_input(bfloat16, -2, n), b->outputs[0].to(cpu_device()), 0));
+  EXPECT_TRUE(same_values(member_input(int32, 1, n), c->outputs[0].to(cpu_device()), 0)) << "rank 1's tensor";
+  std::vector<float> both = member_values(0, 4);
+  for (float x : member_values(1, 4)) both.push_back(x);
+  EXPECT_TRUE(same_values(host_tensor(float16, both), d->outputs[0].to(cpu_device()), 0));
+  EXPECT_TRUE(same_values(member_input(float32, -1, 1 << 22), e->outputs[0].to(cpu_device()), 0));
+}
+
+TEST(TwoProcessChild, PeerDies) {
+  const Member m = Member::join();
+  if (m.rank < 0) GTEST_SKIP() << "run by NcclTwoProcesses.ACollectiveWhosePeerDiedEndsWithItsStep";
+  ASSERT_NE(m.gpu, nullptr);
+  ASSERT_FALSE(m.id.empty()) << "rank 0 made no id";
+  StepContext step(1);
+  Attrs first = m.attrs(0, 2);
+  first.set("reduction", std::string("sum"));
+  ASSERT_TRUE(succeeded(start(*m.gpu, "CollectiveAllReduce", {member_input(float32, m.rank, 64)}, first, 1, float32,
+                              &step)->wait()));
+  if (m.rank == 1) std::_Exit(0);  // dies with its communicator up, the second collective never issued
+
+  Attrs second = m.attrs(1, 2);
+  second.set("reduction", std::string("sum"));
+  auto stuck = start(*m.gpu, "CollectiveAllReduce", {member_input(float32, 0, 64)}, second, 1, float32, &step);
+  // NCCL's network transport may see the closed connection itself; if not, the cluster would
+  // cancel the step when it loses the task, as here after two seconds.
+  if (stuck->result.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
+    step.cm().cancel(std::make_exception_ptr(Unavailable("[step] task 1 was lost")));
+  const std::exception_ptr e = stuck->wait();
+  ASSERT_NE(e, nullptr) << "a sum with a dead peer succeeded";
+  std::printf("[rank 0] the pending collective ended with: %s\n", message_of(e).c_str());
+  // The communicator is aborted: the GPU is free for the next step.
+  const Tensor x = member_input(float32, 0, 64);
+  EXPECT_TRUE(same_values(run_on(*cpu_device(), "Add", {x, x}, float32, x.shape()),
+                          run_on(*m.gpu, "Add", {x, x}, float32, x.shape()), 0));
+}
+
+TEST(NcclTwoProcesses, CollectivesGiveExactResults) {
+  WEFT_REQUIRE_GPU();
+  run_two_members("Collectives");
+}
+
+TEST(NcclTwoProcesses, ACollectiveWhosePeerDiedEndsWithItsStep) {
+  WEFT_REQUIRE_GPU();
+  run_two_members("PeerDies");
 }
 
 }  // namespace
