@@ -1,8 +1,9 @@
 // GPU benchmarks (weft issue 16), weft against the device's own limits in one run:
 //   GEMM 4096^3, float32 and bfloat16, through weft's matmul  vs cuBLASLt called directly
 //   Add of 256M float32                                        vs cudaMemcpy D2D bandwidth
-//   eager relu(a + b) on 4-element GPU tensors, per call       (libtorch CUDA is not installable
-//                                                               here: weft alone)
+//   eager relu(a + b) on 4-element GPU tensors, per call       (libtorch with CUDA: Debian's has
+//                                                               none; bench/gpu_libtorch_peer.sh
+//                                                               builds a peer against PyTorch's)
 //   the MLP training step (784-128x3-10, batch 256, SGD), traced, on the GPU
 // Built only with CUDA. Without a GPU (or driver) it prints "no GPU" and exits 0.
 //
@@ -173,6 +174,46 @@ void small_eager(std::vector<Row>& rows, Device& gpu) {
   }
 }
 
+// Where an eager call's time goes: the device's floor for one tiny operation (a memset queued
+// on a stream), the driver's stream-ordered allocation, weft's allocator, and each op alone.
+void eager_breakdown(std::vector<Row>& rows, Device& gpu) {
+  try {
+    DeviceScope scope("/gpu:0");
+    cudaStream_t stream = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    void* block = nullptr;
+    cuda_ok(cudaMalloc(&block, 16), "cudaMalloc");
+    const int calls = 20000;
+    const double memset = bench::seconds_per_call([&] { cudaMemsetAsync(block, 0, 16, stream); }, calls);
+    cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    const double driver_alloc = bench::seconds_per_call([&] {
+      void* p = nullptr;
+      cudaMallocAsync(&p, 16, stream);
+      cudaFreeAsync(p, stream);
+    }, calls);
+    cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda_ok(cudaFree(block), "cudaFree");
+    cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
+    const double set_device = bench::seconds_per_call([&] { cudaSetDevice(gpu.index()); }, calls);
+    const double last_error = bench::seconds_per_call([&] { (void)cudaGetLastError(); }, calls);
+    Allocator& a = gpu.allocator();
+    const double weft_alloc = bench::seconds_per_call([&] { a.deallocate(a.allocate(16), 16); }, calls);
+    Tensor x = constant({1.f, -2.f, 3.f, -4.f}).to(&gpu), y = constant({0.5f, 0.5f, -5.f, 5.f}).to(&gpu);
+    const double add = bench::seconds_per_call([&] { Tensor z = x + y; }, calls);
+    const double relu_only = bench::seconds_per_call([&] { Tensor z = relu(x); }, calls);
+    gpu.synchronize();
+    rows.push_back({"  floor: cudaMemsetAsync 16 B, per call", fmt("%.2f us", memset * 1e6), "", "", "breakdown"});
+    rows.push_back({"  cudaMallocAsync + cudaFreeAsync 16 B", fmt("%.2f us", driver_alloc * 1e6), "", "", "breakdown"});
+    rows.push_back({"  cudaSetDevice (the current one)", fmt("%.3f us", set_device * 1e6), "", "", "breakdown"});
+    rows.push_back({"  cudaGetLastError", fmt("%.3f us", last_error * 1e6), "", "", "breakdown"});
+    rows.push_back({"  weft allocate + deallocate 16 B", fmt("%.2f us", weft_alloc * 1e6), "", "", "breakdown"});
+    rows.push_back({"  weft eager a + b, 4 floats", fmt("%.2f us", add * 1e6), "", "", "breakdown"});
+    rows.push_back({"  weft eager relu(a), 4 floats", fmt("%.2f us", relu_only * 1e6), "", "", "breakdown"});
+  } catch (const std::exception& e) {
+    rows.push_back({"  eager breakdown", "failed", e.what(), "", "breakdown"});
+  }
+}
+
 void traced_mlp(std::vector<Row>& rows, Device& gpu) {
   constexpr int64_t kBatch = bench::kMlpBatch;
   try {
@@ -200,7 +241,9 @@ void traced_mlp(std::vector<Row>& rows, Device& gpu) {
 
 }  // namespace
 
-int main() {
+// `bench_gpu eager`: the eager rows alone.
+int main(int argc, char** argv) {
+  const bool eager_only = argc > 1 && std::string(argv[1]) == "eager";
   Device* gpu = first_gpu();
   if (!gpu) {
     std::printf("no GPU: %s; nothing to measure\n",
@@ -209,11 +252,14 @@ int main() {
   }
   std::printf("weft GPU benchmark on %s (%s)\n", gpu->name().c_str(), gpu->description().c_str());
   std::vector<Row> rows;
-  gemm(rows, *gpu, float32);
-  gemm(rows, *gpu, bfloat16);
-  add_bandwidth(rows, *gpu);
+  if (!eager_only) {
+    gemm(rows, *gpu, float32);
+    gemm(rows, *gpu, bfloat16);
+    add_bandwidth(rows, *gpu);
+  }
   small_eager(rows, *gpu);
-  traced_mlp(rows, *gpu);
+  eager_breakdown(rows, *gpu);
+  if (!eager_only) traced_mlp(rows, *gpu);
   weft::bench::print_table("GPU: weft against cuBLASLt and the device's copy bandwidth (best of 10 rounds)", rows);
   return 0;
 }

@@ -22,28 +22,33 @@ CudaAllocator::CudaAllocator(int device, cudaStream_t stream) : device_(device),
   pooled_ = true;
 }
 
-void* CudaAllocator::allocate(size_t bytes) {
+int CudaAllocator::small_class(size_t bytes) {
+  if (bytes > kSmallBlockMax) return -1;
+  int c = 0;
+  for (size_t size = kSmallBlockMin; size < bytes; size <<= 1) ++c;
+  return c;
+}
+
+void* CudaAllocator::allocate_from_driver(size_t bytes) {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   void* p = nullptr;
-  const size_t request = bytes ? bytes : 1;  // a distinct pointer for an empty tensor
-  cudaError_t err = pooled_ ? cudaMallocFromPoolAsync(&p, request, pool_, stream_) : cudaMalloc(&p, request);
+  cudaError_t err = pooled_ ? cudaMallocFromPoolAsync(&p, bytes, pool_, stream_) : cudaMalloc(&p, bytes);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();
+    if (flush_small_blocks() > 0) {  // the cached small blocks may be what the pool lacks
+      if (!pooled_) check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      err = pooled_ ? cudaMallocFromPoolAsync(&p, bytes, pool_, stream_) : cudaMalloc(&p, bytes);
+      if (err == cudaErrorMemoryAllocation) cudaGetLastError();
+    }
+  }
+  if (err == cudaErrorMemoryAllocation)
     throw Unavailable("[allocator] out of GPU memory allocating " + std::to_string(bytes) + " bytes on GPU:" +
                       std::to_string(device_) + " (" + std::to_string(in_use_.load()) + " bytes in use)");
-  }
   check_cuda(err, pooled_ ? "cudaMallocFromPoolAsync" : "cudaMalloc");
-  allocs_.fetch_add(1, std::memory_order_relaxed);
-  int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) + static_cast<int64_t>(bytes);
-  int64_t peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
   return p;
 }
 
-void CudaAllocator::deallocate(void* ptr, size_t bytes) {
-  if (!ptr) return;
-  in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+void CudaAllocator::free_to_driver(void* ptr) {
   // Frees must not throw (they run in tensor destructors, also at exit after CUDA has unloaded).
   ignore_cuda_error(cudaSetDevice(device_));
   if (pooled_) {
@@ -56,8 +61,64 @@ void CudaAllocator::deallocate(void* ptr, size_t bytes) {
   }
 }
 
+size_t CudaAllocator::flush_small_blocks() {
+  std::array<std::vector<void*>, kSmallClasses> blocks;
+  {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    blocks.swap(small_free_);
+    small_cached_bytes_ = 0;
+  }
+  size_t n = 0;
+  for (auto& list : blocks)
+    for (void* p : list) {
+      free_to_driver(p);
+      ++n;
+    }
+  return n;
+}
+
+void* CudaAllocator::allocate(size_t bytes) {
+  const int c = small_class(bytes);  // an empty tensor gets the smallest block: a distinct pointer
+  void* p = nullptr;
+  if (c >= 0) {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    if (!small_free_[c].empty()) {
+      p = small_free_[c].back();
+      small_free_[c].pop_back();
+      small_cached_bytes_ -= static_cast<int64_t>(kSmallBlockMin << c);
+    }
+  }
+  if (!p) p = allocate_from_driver(c >= 0 ? kSmallBlockMin << c : bytes);
+  allocs_.fetch_add(1, std::memory_order_relaxed);
+  int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) + static_cast<int64_t>(bytes);
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  return p;
+}
+
+void CudaAllocator::deallocate(void* ptr, size_t bytes) {
+  if (!ptr) return;
+  in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  const int c = small_class(bytes);
+  if (c >= 0) {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    const auto size = static_cast<int64_t>(kSmallBlockMin << c);
+    if (small_cached_bytes_ + size <= kSmallCacheBytes) {
+      small_free_[c].push_back(ptr);
+      small_cached_bytes_ += size;
+      return;
+    }
+  }
+  free_to_driver(ptr);
+}
+
 AllocatorStats CudaAllocator::stats() const {
   AllocatorStats s;
+  {
+    std::lock_guard<std::mutex> lock(small_mu_);
+    s.bytes_cached = small_cached_bytes_;
+  }
   s.bytes_in_use = in_use_.load(std::memory_order_relaxed);
   s.peak_bytes_in_use = peak_.load(std::memory_order_relaxed);
   s.num_allocs = allocs_.load(std::memory_order_relaxed);
@@ -65,7 +126,7 @@ AllocatorStats CudaAllocator::stats() const {
     uint64_t reserved = 0, used = 0;
     if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
         cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess) {
-      s.bytes_cached = reserved > used ? static_cast<int64_t>(reserved - used) : 0;
+      s.bytes_cached += reserved > used ? static_cast<int64_t>(reserved - used) : 0;
     } else {
       cudaGetLastError();
     }
@@ -76,6 +137,7 @@ AllocatorStats CudaAllocator::stats() const {
 void CudaAllocator::reset_peak() { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 void CudaAllocator::release_cache() {
+  flush_small_blocks();
   if (!pooled_) return;
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // let queued frees complete

@@ -64,6 +64,54 @@ TEST(CudaAllocator, KeepsStatsAndCachesFreedMemory) {
   }
 }
 
+// Small blocks come back from a free list of their power-of-two size with no driver call: a freed
+// 100-byte block serves a 300-byte request (both 512 B), is counted as cached while listed, and
+// release_cache gives it back. Data written through the reused block is the new owner's.
+TEST(CudaAllocator, SmallBlocksAreReusedFromTheirSizeClass) {
+  WEFT_REQUIRE_GPU();
+  auto* a = dynamic_cast<CudaAllocator*>(&gpu()->allocator());
+  ASSERT_NE(a, nullptr);
+  a->release_cache();
+  void* p = a->allocate(100);
+  const int64_t cached_before = a->stats().bytes_cached;
+  a->deallocate(p, 100);
+  EXPECT_GE(a->stats().bytes_cached, cached_before + 512) << "the freed block is listed";
+  void* q = a->allocate(300);
+  EXPECT_EQ(q, p) << "same size class: the listed block";
+  void* big = a->allocate(CudaAllocator::kSmallBlockMax + 1);
+  EXPECT_NE(big, p);
+  a->deallocate(big, CudaAllocator::kSmallBlockMax + 1);
+  // Stream order: what the first owner queued is done before the second owner's writes land.
+  std::vector<int32_t> first(75, 7), second(75, 9), back(75, 0);
+  gpu()->copy_from_host(first.data(), q, 300);
+  a->deallocate(q, 300);
+  void* r = a->allocate(300);
+  ASSERT_EQ(r, q);
+  gpu()->copy_from_host(second.data(), r, 300);
+  gpu()->copy_to_host(r, back.data(), 300);
+  EXPECT_EQ(back, second);
+  a->deallocate(r, 300);
+  EXPECT_GE(a->small_block_bytes_cached(), 512);
+  a->release_cache();
+  EXPECT_EQ(a->small_block_bytes_cached(), 0) << "release_cache empties the lists";
+}
+
+// The lists hold at most kSmallCacheBytes: frees beyond it go back to the pool.
+TEST(CudaAllocator, TheSmallBlockListsAreBounded) {
+  WEFT_REQUIRE_GPU();
+  auto* a = dynamic_cast<CudaAllocator*>(&gpu()->allocator());
+  ASSERT_NE(a, nullptr);
+  a->release_cache();
+  const size_t block = CudaAllocator::kSmallBlockMax;
+  const size_t n = static_cast<size_t>(CudaAllocator::kSmallCacheBytes) / block + 8;
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < n; ++i) blocks.push_back(a->allocate(block));
+  for (void* b : blocks) a->deallocate(b, block);
+  EXPECT_EQ(a->small_block_bytes_cached(), CudaAllocator::kSmallCacheBytes) << "the rest went to the pool";
+  a->release_cache();
+  EXPECT_EQ(a->small_block_bytes_cached(), 0);
+}
+
 TEST(CudaAllocator, OutOfMemoryIsUnavailable) {
   WEFT_REQUIRE_GPU();
   const size_t too_much = static_cast<size_t>(gpu()->memory_bytes()) * 4;
