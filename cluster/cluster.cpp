@@ -4,8 +4,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "cluster/cluster_runtime.h"
+#include "cluster/gpu_visibility.h"
 #include "cluster/startup.h"
 #include "cluster/task_server.h"
 #include "comm/collective_executor.h"
@@ -48,6 +53,43 @@ void shut_down_at_exit() {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
   std::exit(1);
+}
+
+// This task's place among the job's processes on its machine, from the launcher's environment
+// (Open MPI's, MPICH's, Slurm's); alone when none says.
+std::pair<int, int> local_rank_and_size() {
+  auto number = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : -1;
+  };
+  for (auto [rank, size] : {std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                            std::pair{"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+                            std::pair{"SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"}})
+    if (number(rank) >= 0 && number(size) > number(rank)) return {number(rank), number(size)};
+  return {0, 1};
+}
+
+// The task's GPUs (cluster/gpu_visibility.h), set as CUDA_VISIBLE_DEVICES before CUDA starts.
+// Returns the error of a spec index this task's process cannot see (empty: none); the device
+// reports carry it to every task.
+std::string choose_gpus(const TaskSpec& task) {
+  GpuVisibilityInputs in;
+  std::tie(in.local_rank, in.local_size) = local_rank_and_size();
+  in.spec_gpus = task.devices.gpus;
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) in.visible = v;
+  in.machine_gpus = machine_gpu_count();
+  const std::string name = "/job:" + task.job + "/task:" + std::to_string(task.index);
+  try {
+    const std::optional<std::string> value = cuda_visible_devices_for(in, name);
+    if (!value || value == in.visible) return {};
+    if (local_devices_created())
+      throw FailedPrecondition("[cluster] task " + name + " must see GPUs '" + *value +
+                               "', but its devices were made before cluster::init: call cluster::init first in main");
+    setenv("CUDA_VISIBLE_DEVICES", value->c_str(), 1);
+    return {};
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 }  // namespace
@@ -108,8 +150,14 @@ Cluster init(int& argc, char**& argv) {
   const TaskSpec& task = spec->task(rank);
   set_local_task(task.job, task.index);
   if (task.devices.logical_cpus && !local_devices_created()) set_logical_cpus(*task.devices.logical_cpus);
+  const std::string gpu_error = choose_gpus(task);
   register_builtin_ops();
-  std::vector<DeviceInfo> devices = exchange_device_reports(*spec, rank, *watchdog);
+  std::vector<DeviceInfo> devices;
+  try {
+    devices = exchange_device_reports(*spec, rank, *watchdog, gpu_error);
+  } catch (const InvalidArgument& e) {
+    fail_everywhere(e.what());
+  }
 
   // Control, tensors and collectives each on a communicator of their own. Collectives get a parent
   // that only ever makes their communicator (now, and again at each reset: comm/mpi_collectives.h).

@@ -31,7 +31,7 @@ namespace weft {
 // What a task may use; unset parts are left to device discovery.
 struct TaskDevices {
   std::optional<int> logical_cpus;       // 1..256
-  std::optional<std::vector<int>> gpus;  // CUDA device indices, distinct
+  std::optional<std::vector<int>> gpus;  // indices into the GPUs the process sees, distinct (gpu_visibility.h)
 };
 
 struct TaskSpec {

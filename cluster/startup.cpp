@@ -7,6 +7,7 @@
 
 #include "cluster/cluster_spec.h"
 #include "cluster/duration_setting.h"
+#include "runtime/error.h"
 
 namespace weft {
 
@@ -16,8 +17,11 @@ namespace {
 constexpr std::chrono::milliseconds kTaskGrace{2000};
 // A tag of weft's own on MPI_COMM_WORLD, used only before cluster::init returns.
 constexpr int kDeviceReportTag = 0x7765;  // "we"
+constexpr int kVerdictTag = 0x7766;
 
-std::string device_report_text() {
+// {"devices": [...]}, or {"error": "..."} from a task that cannot start (its devices are not made).
+std::string device_report_text(const std::string& error) {
+  if (!error.empty()) return nlohmann::json{{"error", error}}.dump();
   nlohmann::json mine = nlohmann::json::array();
   for (Device* d : local_devices())
     mine.push_back({{"name", cluster_device_name(*d)},
@@ -25,11 +29,17 @@ std::string device_report_text() {
                     {"memory", d->memory_bytes()},
                     {"cores", d->cores()},
                     {"description", d->description()}});
-  return mine.dump();
+  return nlohmann::json{{"devices", std::move(mine)}}.dump();
 }
 
-void append_devices(const std::string& text, std::vector<DeviceInfo>& out) {
-  for (const auto& d : nlohmann::json::parse(text))
+// Appends a report's devices, or its error to `errors`.
+void read_report(const std::string& text, std::vector<DeviceInfo>& out, std::string& errors) {
+  const nlohmann::json report = nlohmann::json::parse(text);
+  if (const auto e = report.find("error"); e != report.end()) {
+    errors += (errors.empty() ? "" : "; ") + e->get<std::string>();
+    return;
+  }
+  for (const auto& d : report.at("devices"))
     out.push_back({d.at("name").get<std::string>(), d.at("type").get<std::string>(), d.at("memory").get<int64_t>(),
                    d.at("cores").get<int>(), d.at("description").get<std::string>()});
 }
@@ -86,12 +96,21 @@ int StartupWatchdog::rank_from_environment() {
   return -1;
 }
 
-std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog) {
+std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog,
+                                                const std::string& error) {
   const int chief = spec.chief_rank();
-  std::string mine = device_report_text();
+  std::string mine = device_report_text(error);
   if (rank != chief) {
     watchdog.waiting_for("sending this task's device report to the chief");
     MPI_Send(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, chief, kDeviceReportTag, MPI_COMM_WORLD);
+    watchdog.waiting_for("the chief's answer to the device reports did not come (the chief died?)");
+    MPI_Status status;
+    MPI_Probe(chief, kVerdictTag, MPI_COMM_WORLD, &status);
+    int length = 0;
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string errors(static_cast<size_t>(length), '\0');
+    MPI_Recv(errors.data(), length, MPI_CHAR, chief, kVerdictTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (!errors.empty()) throw InvalidArgument(errors);
     return {};
   }
   const int n = spec.num_tasks();
@@ -120,7 +139,12 @@ std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int ran
     missing.erase(status.MPI_SOURCE);
   }
   std::vector<DeviceInfo> out;
-  for (const std::string& text : reports) append_devices(text, out);
+  std::string errors;
+  for (const std::string& text : reports) read_report(text, out, errors);
+  watchdog.waiting_for("answering the device reports");
+  for (int r = 0; r < n; ++r)
+    if (r != chief) MPI_Send(errors.data(), static_cast<int>(errors.size()), MPI_CHAR, r, kVerdictTag, MPI_COMM_WORLD);
+  if (!errors.empty()) throw InvalidArgument(errors);
   return out;
 }
 

@@ -65,8 +65,12 @@ class StartupWatchdog {
 };
 
 // The chief receives every task's device report, in rank order, naming the missing tasks to the
-// watchdog as it waits; the other tasks send theirs. On MPI_COMM_WORLD, with a tag of weft's own:
-// nothing else runs on it yet.
-std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog);
+// watchdog as it waits; the other tasks send theirs. A task with a start-up error of its own
+// (`error`, such as a GPU its spec gives that it cannot see) reports that instead of devices. The
+// chief then answers every task: when any reported an error, every task (the chief too) throws
+// InvalidArgument with every error, so each prints them and the job ends. On MPI_COMM_WORLD, with
+// tags of weft's own: nothing else runs on it yet.
+std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog,
+                                                const std::string& error = "");
 
 }  // namespace weft

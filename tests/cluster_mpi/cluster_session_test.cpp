@@ -53,6 +53,16 @@ TEST(Cluster, TasksOnOneHostShareItsCores) {
   }
 }
 
+// Run by the cluster_mpi.spec_gpus test (a spec giving the chief GPUs [1, 0] of the 4,5,6 it was
+// started with): the chief's CUDA runtime sees what the spec gives, in its order.
+TEST(Cluster, TheChiefSeesTheGpusItsSpecGives) {
+  const char* expected = std::getenv("WEFT_TEST_EXPECT_VISIBLE");
+  if (!expected) GTEST_SKIP() << "run by the cluster_mpi.spec_gpus test";
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  ASSERT_NE(visible, nullptr);
+  EXPECT_STREQ(visible, expected);
+}
+
 // A two-layer model with layer 1 on task 1 and layer 2 on task 2, trained TF1-style. Its
 // initial values are unseeded, and each layer adds unseeded noise to its weights on every step:
 // the keys of those draws come from the chief's seed sequence when the graph is compiled, and
