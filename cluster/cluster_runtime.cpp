@@ -311,6 +311,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       if (lost) tokens_[step_id] = {&cancel, kNoCancellationToken};
     }
     if (lost) {
+      ++rt_.self_readers_;  // balanced by finish_step, as below
       cancel.cancel(lost);  // a lost task: the step cannot run
       return;
     }
@@ -335,6 +336,9 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     });
     std::lock_guard lock(mu_);
     tokens_[step_id] = {&cancel, token};
+    // Until finish_step, the step's thread reads the answers while it waits (poll_answers): the
+    // reply thread sleeps instead of taking turns with it for the core.
+    ++rt_.self_readers_;
   }
 
   bool poll_answers() override {
@@ -343,6 +347,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
   }
 
   void finish_step(int64_t step_id) override {
+    --rt_.self_readers_;  // wait_for counts itself while it reads
     std::unique_ptr<Waiter> w;
     std::pair<CancellationManager*, CancellationToken> token;
     {
