@@ -22,6 +22,10 @@ class ProgressPacer {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // `yield_for`: how long after traffic to yield between polls rather than nap (MpiCollectives
+  // takes longer than the default: see there).
+  explicit ProgressPacer(std::chrono::microseconds yield_for = kDefaultYieldFor) : yield_for_(yield_for) {}
+
   // Naps of tens of microseconds are only that short with a small timer slack (Linux adds 50 us
   // to every timed wait of a thread by default, which would double a message's latency). Call it
   // on the progress thread.
@@ -30,7 +34,7 @@ class ProgressPacer {
   // A polling round made progress (or new work arrived).
   void traffic() { idle_since_ = Clock::now(); }
   // Whether to yield and poll again rather than nap.
-  bool yield_now() const { return Clock::now() - idle_since_ < kYieldFor; }
+  bool yield_now() const { return Clock::now() - idle_since_ < yield_for_; }
   // How long to nap before the next poll.
   std::chrono::microseconds nap(bool in_flight) const {
     using namespace std::chrono;
@@ -39,10 +43,12 @@ class ProgressPacer {
     return idle < milliseconds(20) ? microseconds(100) : microseconds(1000);
   }
   // After sleeping until woken: the first polls yield no longer, they nap.
-  void woke_from_sleep() { idle_since_ = Clock::now() - kYieldFor; }
+  void woke_from_sleep() { idle_since_ = Clock::now() - yield_for_; }
+
+  static constexpr std::chrono::microseconds kDefaultYieldFor{200};
 
  private:
-  static constexpr std::chrono::microseconds kYieldFor{200};
+  std::chrono::microseconds yield_for_;
   Clock::time_point idle_since_ = Clock::now();
 };
 
