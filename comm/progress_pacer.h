@@ -14,6 +14,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace weft {
@@ -44,6 +45,9 @@ class ProgressPacer {
   }
   // After sleeping until woken: the first polls yield no longer, they nap.
   void woke_from_sleep() { idle_since_ = Clock::now() - yield_for_; }
+  // Traffic is expected soon (the owner was told; MPI cannot say): naps are short from now on,
+  // as just after traffic, and a yielding spell goes on as it was.
+  void expect_traffic() { idle_since_ = std::max(idle_since_, Clock::now() - yield_for_); }
 
   static constexpr std::chrono::microseconds kDefaultYieldFor{200};
 

@@ -70,6 +70,7 @@ class StepRendezvous final : public Rendezvous {
   bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const override {
     return base_.takes_device_tensor(key, value);
   }
+  void expect_transfer(const RendezvousKey& key) override { base_.expect_transfer(key); }
 
   // The captured sends, in the order they were made; empties the list.
   std::vector<StepTensor> take_captured();

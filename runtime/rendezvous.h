@@ -103,6 +103,11 @@ class Rendezvous {
     (void)value;
     return false;
   }
+  // A recv of `key` is about to wait for a tensor too large to ride in a step's messages
+  // (comm/step_rendezvous.h), so it will come through this rendezvous from wherever it is made.
+  // Only a hint: a rendezvous that polls for other processes' tensors may poll sooner
+  // (MpiRendezvous's progress thread naps up to a millisecond once idle).
+  virtual void expect_transfer(const RendezvousKey& key) { (void)key; }
 
   struct Received {
     Tensor value;

@@ -12,6 +12,7 @@
 // These kernels are the same host code on every device type; they are registered for CPU and CUDA
 // here, in one place.
 #include "comm/collective_executor.h"
+#include "comm/step_rendezvous.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
@@ -59,12 +60,24 @@ void send_from_gpu(KernelContext& ctx, AsyncDone done) {
                  });
 }
 
+// Whether a Recv's tensor is surely too big for a step's messages (a fully known shape over their
+// limit): it will come through the rendezvous, which is then told so.
+bool surely_outside_step_messages(const Attrs& attrs) {
+  const Shape& shape = attrs.get<Shape>("shape");
+  for (int64_t d : shape)
+    if (d < 0) return false;
+  const auto bytes = static_cast<uint64_t>(shape.num_elements()) * dtype_size(attrs.get<DType>("dtype"));
+  return bytes > kMaxStepMessageTensorBytes;
+}
+
 void recv(KernelContext& ctx, AsyncDone done) {
   Rendezvous& r = step_rendezvous(ctx);
   Tensor* out = &ctx.output(0);
   Device* here = &ctx.device;
   const KernelContext* kernel = &ctx;
-  r.recv_async(rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id()),
+  const RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
+  if (surely_outside_step_messages(ctx.attrs)) r.expect_transfer(key);
+  r.recv_async(key,
                [out, here, kernel, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
                  if (error || !value.defined() || readable_on(here, value)) {
                    if (!error) *out = std::move(value);
