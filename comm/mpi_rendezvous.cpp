@@ -624,6 +624,6 @@ bool MpiRendezvous::takes_device_tensor(const RendezvousKey& key, const Tensor& 
   return impl_->takes_device_tensor(key, value);
 }
 
-void MpiRendezvous::expect_transfer(const RendezvousKey& key) { impl_->expect_transfer(key); }
+void MpiRendezvous::expect_transfer(const RendezvousKey& key, uint64_t /*bytes*/) { impl_->expect_transfer(key); }
 
 }  // namespace weft

@@ -75,7 +75,7 @@ class MpiRendezvous final : public Rendezvous {
   bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const override;
   // From a peer: the progress thread polls at short intervals for a while (it cannot be woken
   // when the header comes).
-  void expect_transfer(const RendezvousKey& key) override;
+  void expect_transfer(const RendezvousKey& key, uint64_t bytes) override;
 
   // A tensor that `peer` sent under `key` by another way than this rendezvous (in a step's control
   // message, comm/step_rendezvous.h), handed to its recv as if MPI had brought it: dropped when

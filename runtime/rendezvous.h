@@ -103,11 +103,14 @@ class Rendezvous {
     (void)value;
     return false;
   }
-  // A recv of `key` is about to wait for a tensor too large to ride in a step's messages
-  // (comm/step_rendezvous.h), so it will come through this rendezvous from wherever it is made.
-  // Only a hint: a rendezvous that polls for other processes' tensors may poll sooner
-  // (MpiRendezvous's progress thread naps up to a millisecond once idle).
-  virtual void expect_transfer(const RendezvousKey& key) { (void)key; }
+  // A recv of `key` is about to wait for a tensor of `bytes` (its shape fully known). Only a hint:
+  // a rendezvous that polls for other processes' tensors may poll sooner (MpiRendezvous's
+  // progress thread naps up to a millisecond once idle); a step's rendezvous passes on only the
+  // tensors too large to ride in its messages (comm/step_rendezvous.h).
+  virtual void expect_transfer(const RendezvousKey& key, uint64_t bytes) {
+    (void)key;
+    (void)bytes;
+  }
 
   struct Received {
     Tensor value;

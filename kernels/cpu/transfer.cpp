@@ -11,8 +11,9 @@
 //
 // These kernels are the same host code on every device type; they are registered for CPU and CUDA
 // here, in one place.
+#include <optional>
+
 #include "comm/collective_executor.h"
-#include "comm/step_rendezvous.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
@@ -60,14 +61,12 @@ void send_from_gpu(KernelContext& ctx, AsyncDone done) {
                  });
 }
 
-// Whether a Recv's tensor is surely too big for a step's messages (a fully known shape over their
-// limit): it will come through the rendezvous, which is then told so.
-bool surely_outside_step_messages(const Attrs& attrs) {
+// A Recv's bytes where its shape is fully known, for Rendezvous::expect_transfer.
+std::optional<uint64_t> static_bytes(const Attrs& attrs) {
   const Shape& shape = attrs.get<Shape>("shape");
   for (int64_t d : shape)
-    if (d < 0) return false;
-  const auto bytes = static_cast<uint64_t>(shape.num_elements()) * dtype_size(attrs.get<DType>("dtype"));
-  return bytes > kMaxStepMessageTensorBytes;
+    if (d < 0) return std::nullopt;
+  return static_cast<uint64_t>(shape.num_elements()) * dtype_size(attrs.get<DType>("dtype"));
 }
 
 void recv(KernelContext& ctx, AsyncDone done) {
@@ -76,7 +75,7 @@ void recv(KernelContext& ctx, AsyncDone done) {
   Device* here = &ctx.device;
   const KernelContext* kernel = &ctx;
   const RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
-  if (surely_outside_step_messages(ctx.attrs)) r.expect_transfer(key);
+  if (const std::optional<uint64_t> bytes = static_bytes(ctx.attrs)) r.expect_transfer(key, *bytes);
   r.recv_async(key,
                [out, here, kernel, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
                  if (error || !value.defined() || readable_on(here, value)) {
