@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <random>
@@ -33,6 +34,17 @@ inline Device* gpu() {
   do {                                                                                   \
     if (!::weft::gpu_test::gpu()) GTEST_SKIP() << "no CUDA device (or no CUDA driver)"; \
   } while (0)
+
+// The message of an error a callback or kernel completed with ("" for one that is no std::exception).
+inline std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+  }
+  return "";
+}
 
 // How a test's random values are drawn.
 enum class Values {

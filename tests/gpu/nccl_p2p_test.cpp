@@ -39,20 +39,12 @@ std::vector<int32_t> values_of(int k) {
   return v;
 }
 
-std::string what_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  }
-}
-
 TEST(NcclP2p, TicketsNumberALinksTransfersAndALinkWithoutItsPeerFailsInTime) {
   WEFT_REQUIRE_GPU();
   auto payloads = make_nccl_payloads(std::chrono::milliseconds(3000));
   ASSERT_NE(payloads, nullptr) << "a process with a GPU and NCCL has the transport";
   std::promise<std::string> failure;
-  payloads->set_failure_handler([&](std::exception_ptr e) { failure.set_value(what_of(e)); });
+  payloads->set_failure_handler([&](std::exception_ptr e) { failure.set_value(message_of(e)); });
   Device* g = gpu();
   Tensor t = Tensor::empty(DType::Float32, {16}, g);
   EXPECT_TRUE(payloads->carries(key_of(0), t));
@@ -102,7 +94,7 @@ TEST(NcclP2pChild, Sender) {
   auto payloads = make_nccl_payloads();
   ASSERT_NE(payloads, nullptr);
   std::string failed;
-  payloads->set_failure_handler([&](std::exception_ptr e) { failed = what_of(e); });
+  payloads->set_failure_handler([&](std::exception_ptr e) { failed = message_of(e); });
   std::ostringstream tickets;
   for (int k = 0; k < kTransfers; ++k) {
     const std::vector<int32_t> v = values_of(k);
@@ -124,7 +116,7 @@ TEST(NcclP2pChild, Receiver) {
   ASSERT_NE(g, nullptr);
   auto payloads = make_nccl_payloads();
   ASSERT_NE(payloads, nullptr);
-  payloads->set_failure_handler([](std::exception_ptr e) { ADD_FAILURE() << what_of(e); });
+  payloads->set_failure_handler([](std::exception_ptr e) { ADD_FAILURE() << message_of(e); });
   ASSERT_TRUE(wait_for_file(std::string(dir) + "/tickets", 60s)) << "the sender wrote no tickets";
   std::ifstream in(std::string(dir) + "/tickets");
   std::vector<DevicePayloadTicket> tickets;

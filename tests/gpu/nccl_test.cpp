@@ -108,15 +108,6 @@ std::shared_ptr<Pending> start(Device& gpu, const char* op_name, const std::vect
   return p;
 }
 
-std::string message_of(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  }
-  return "";
-}
-
 ::testing::AssertionResult succeeded(std::exception_ptr e) {
   if (!e) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << message_of(e);
