@@ -141,11 +141,15 @@ TEST_F(Sgemm, FusedEpilogueIsBitwiseTheUnfusedOps) {
 }
 
 TEST_F(Sgemm, SameBitsOnOneAndTwoThreads) {
-  for (int t = 0; t < 4; ++t) {
-    const Problem p = make_problem(333, 128, 784, t & 1, t & 2, 0, uint32_t(400 + t));
-    const std::vector<float> c1 = run(one_, p), c2 = run(two_, p);
-    EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float))) << "ta=" << (t & 1) << " tb=" << (t & 2);
-  }
+  // 333 rows: two threads split the rows of C; 256 rows (19 row panels, 4 column panels, as in an
+  // MLP's layers): they split its columns.
+  for (int64_t m : {333, 256})
+    for (int t = 0; t < 4; ++t) {
+      const Problem p = make_problem(m, 128, 784, t & 1, t & 2, 0, uint32_t(400 + t));
+      const std::vector<float> c1 = run(one_, p, {p.bias.data(), true}), c2 = run(two_, p, {p.bias.data(), true});
+      EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)))
+          << "m=" << m << " ta=" << (t & 1) << " tb=" << (t & 2);
+    }
 }
 
 TEST_F(Sgemm, ReluKeepsNaN) {
