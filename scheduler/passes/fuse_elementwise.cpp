@@ -19,16 +19,15 @@ constexpr size_t kMaxGroup = 64;
 
 bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64; }
 
-// Nodes meant for a GPU are left as they are, though FusedMatMul and FusedElementwise have CUDA
-// kernels: fused there, a traced product could come out of another cuBLASLt algorithm than the
-// eager one (the bias epilogue changes the heuristic's choice), and traced and eager results
-// must agree bit for bit. Not yet checked on a GPU, so not yet done.
-bool cpu_or_unplaced(const Node& n) {
+// Where a node may run fused: whether every device it names (requested or assigned) is of a type
+// `fits`, or names no type. A device name that does not parse keeps the node as it is.
+template <class Fits>
+bool devices_fit(const Node& n, Fits fits) {
   for (const std::string* d : {&n.requested_device, &n.assigned_device}) {
     if (d->empty()) continue;
     try {
       DeviceSpec spec = DeviceSpec::parse(*d);
-      if (spec.type && *spec.type != DeviceType::CPU) return false;
+      if (spec.type && !fits(*spec.type)) return false;
     } catch (const Error&) {
       return false;
     }
@@ -36,12 +35,29 @@ bool cpu_or_unplaced(const Node& n) {
   return true;
 }
 
+// Elementwise groups fuse on CPUs and GPUs alike: the CUDA FusedElementwise runs each opcode
+// through the functor of the op's own CUDA kernel, one instruction at a time, so a fused program
+// gives the bits of the separate CUDA ops (tests/gpu/fused_test.cpp checks it, chains of Mul
+// then Sub included, on an H100), and a traced function the bits of its eager run.
+bool fuses_elementwise(const Node& n) {
+  return devices_fit(n, [](DeviceType t) { return t == DeviceType::CPU || t == DeviceType::CUDA; });
+}
+
+// Products fuse on CPUs only: on a GPU, a FusedMatMul could come out of another cuBLASLt
+// algorithm than the eager MatMul (the bias epilogue changes the heuristic's choice), and traced
+// and eager results must agree bit for bit. On a GPU the bias and activation after a MatMul fuse
+// as an elementwise group instead.
+bool fuses_products(const Node& n) {
+  return devices_fit(n, [](DeviceType t) { return t == DeviceType::CPU; });
+}
+
 // What the pass needs to know about the graph as it was before any rewrite of this round.
 struct Facts {
   std::vector<int32_t> pos;  // by id: position in a topological order
   std::vector<std::vector<GraphIR::Use>> uses;
   std::vector<std::vector<int32_t>> control_dependents;
-  std::vector<char> is_result, is_initializer, on_cpu;
+  std::vector<char> is_result, is_initializer;
+  std::vector<char> elementwise_ok, product_ok;  // by id: fuses_elementwise, fuses_products
 
   explicit Facts(const GraphIR& g) {
     const size_t ids = static_cast<size_t>(g.id_bound());
@@ -52,11 +68,13 @@ struct Facts {
     control_dependents.assign(ids, {});
     is_result.assign(ids, 0);
     is_initializer.assign(ids, 0);
-    on_cpu.assign(ids, 0);
+    elementwise_ok.assign(ids, 0);
+    product_ok.assign(ids, 0);
     for (int32_t id : order) {
       const Node& n = g.node(id);
       for (int32_t c : n.control_inputs) control_dependents[static_cast<size_t>(c)].push_back(id);
-      on_cpu[static_cast<size_t>(id)] = cpu_or_unplaced(n);
+      elementwise_ok[static_cast<size_t>(id)] = fuses_elementwise(n);
+      product_ok[static_cast<size_t>(id)] = fuses_products(n);
     }
     for (const Endpoint& e : g.results) is_result[static_cast<size_t>(e.node)] = 1;
     for (int32_t id : g.initializers) is_initializer[static_cast<size_t>(id)] = 1;
@@ -64,10 +82,11 @@ struct Facts {
 };
 
 // Whether `p` may vanish into a group whose last node is `root`: nothing outside the group reads
-// it, and nothing that must run after it (a control dependent) can be upstream of the group.
+// it, nothing that must run after it (a control dependent) can be upstream of the group, and it
+// runs where the root does (which fuses_elementwise or fuses_products, checked on the root, allows).
 bool can_absorb(const GraphIR& g, const Facts& f, int32_t p, int32_t root, const std::set<int32_t>& group) {
   const size_t i = static_cast<size_t>(p);
-  if (f.is_result[i] || f.is_initializer[i] || !f.on_cpu[i] || f.uses[i].empty()) return false;
+  if (f.is_result[i] || f.is_initializer[i] || f.uses[i].empty()) return false;
   for (const GraphIR::Use& u : f.uses[i])
     if (!group.contains(u.node)) return false;
   // A control dependent after the root in topological order cannot feed the group.
@@ -195,7 +214,7 @@ std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) 
         root = act;
     }
     if (root == add && !can_absorb(g, f, id, add, {id, add})) continue;
-    if (!f.on_cpu[static_cast<size_t>(root)] || f.is_initializer[static_cast<size_t>(root)]) continue;
+    if (!f.product_ok[static_cast<size_t>(root)] || f.is_initializer[static_cast<size_t>(root)]) continue;
     found.push_back({id, add, root == act ? act : -1});
   }
   return found;
@@ -313,7 +332,7 @@ int fuse_elementwise_groups(GraphIR& g) {
   std::vector<int32_t> order = g.topological_order();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int32_t id = *it;
-    if (taken[static_cast<size_t>(id)] || fusable_opcode(g, g.node(id)) < 0 || !f.on_cpu[static_cast<size_t>(id)] ||
+    if (taken[static_cast<size_t>(id)] || fusable_opcode(g, g.node(id)) < 0 || !f.elementwise_ok[static_cast<size_t>(id)] ||
         f.is_initializer[static_cast<size_t>(id)])
       continue;
     std::vector<int32_t> members = grow_group(g, f, id, taken);

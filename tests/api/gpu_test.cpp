@@ -154,6 +154,36 @@ TEST(Gpu, AVariableOnTheGpuIsUpdatedInPlaceByATracedStep) {
   EXPECT_EQ(v->value().to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
 }
 
+// A traced elementwise chain on the GPU fuses into one FusedElementwise there (the fusion pass),
+// a dense layer's bias and relu too (its product stays a MatMul), and gives eager's bits.
+TEST(Gpu, TracedElementwiseChainsFuseOnTheGpuWithEagersBits) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  const Tensor x = random::uniform({64, 32}, -1, 1, 5), w = random::normal({32, 16}, 0, 0.2, 6);
+  const Tensor b = random::normal({16}, 0, 0.2, 7), c = random::uniform({64, 16}, -1, 1, 8);
+  auto model = [&](Tensor in) {
+    DeviceScope s("/gpu:0");
+    Tensor h = relu(add(matmul(in, w), b));
+    return sub(mul(h, c), h * 0.5f);
+  };
+  auto traced = function([&](Tensor in) { return model(in); });
+  const Tensor eager = model(x), t = traced(x);
+  EXPECT_NE(t.device().find("GPU:0"), std::string::npos) << t.device();
+  EXPECT_EQ(t.to_vector<float>(), eager.to_vector<float>()) << "traced against eager";
+  int fused = 0, on_gpu = 0, products = 0;
+  const Graph g = traced.graph(x);
+  for (int32_t id : g.ir().node_ids()) {
+    const auto& n = g.ir().node(id);
+    if (n.type() == "FusedElementwise") {
+      ++fused;
+      on_gpu += n.assigned_device.find("GPU:0") != std::string::npos;
+    }
+    products += n.type() == "MatMul";
+  }
+  EXPECT_EQ(fused, 2) << "bias and relu; the tail";
+  EXPECT_EQ(on_gpu, fused);
+  EXPECT_EQ(products, 1);
+}
+
 // cond and while_loop traced under the GPU's scope: the If and the While run on the GPU (their
 // branches and bodies too, reading the predicate back each time) and give the CPU's results.
 TEST(Gpu, CondAndWhileLoopRunOnTheGpu) {

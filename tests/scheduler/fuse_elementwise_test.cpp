@@ -305,16 +305,56 @@ TEST(FuseElementwise, ControlDependentUpstreamBlocksFusion) {
   EXPECT_EQ(g.node(sm).control_inputs, std::vector<int32_t>{sum});
 }
 
-TEST(FuseElementwise, NodesMeantForAGpuAreLeftAlone) {
+// On a GPU an elementwise chain fuses (the CUDA FusedElementwise gives the separate CUDA ops'
+// bits: tests/gpu/fused_test.cpp), and the fused node keeps the chain's devices.
+TEST(FuseElementwise, ElementwiseChainsOnAGpuFuseThere) {
+  GraphIR g;
+  const int32_t a = placeholder(g, float32, {3}, "a"), b = placeholder(g, float32, {3}, "b");
+  const int32_t sum = add(g, "Add", {{a, 0}, {b, 0}});
+  const int32_t out = add(g, "Relu", {{sum, 0}});
+  for (int32_t id : {sum, out}) {
+    g.node(id).requested_device = "/gpu:0";
+    g.node(id).assigned_device = "/job:localhost/replica:0/task:0/device:GPU:0";
+  }
+  g.results = {{out, 0}};
+  EXPECT_EQ(fuse_elementwise(g), 1);
+  ASSERT_EQ(count(g, "FusedElementwise"), 1);
+  const Node& fused = g.node(g.results[0].node);
+  EXPECT_EQ(fused.type(), "FusedElementwise");
+  EXPECT_EQ(fused.requested_device, "/gpu:0");
+  EXPECT_EQ(fused.assigned_device, "/job:localhost/replica:0/task:0/device:GPU:0");
+}
+
+// A chain split between a GPU and the CPU fuses on neither side across the boundary.
+TEST(FuseElementwise, ChainsDoNotFuseAcrossDevices) {
   GraphIR g;
   const int32_t a = placeholder(g, float32, {3}, "a"), b = placeholder(g, float32, {3}, "b");
   const int32_t sum = add(g, "Add", {{a, 0}, {b, 0}});
   const int32_t out = add(g, "Relu", {{sum, 0}});
   g.node(sum).requested_device = "/gpu:0";
-  g.node(out).requested_device = "/gpu:0";
+  g.node(out).requested_device = "/cpu:0";
   g.results = {{out, 0}};
   EXPECT_EQ(fuse_elementwise(g), 0);
-  EXPECT_EQ(g.num_nodes(), 4);
+  EXPECT_EQ(count(g, "Add") + count(g, "Relu"), 2);
+}
+
+// On a GPU a dense layer's product stays a MatMul (a FusedMatMul could take another cuBLASLt
+// algorithm than the eager product, and other bits); its bias and relu fuse as elementwise.
+TEST(FuseElementwise, DenseLayersOnAGpuKeepTheirMatMul) {
+  GraphIR g;
+  const int32_t x = placeholder(g, float32, {-1, 6}, "x");
+  const int32_t w = constant(g, random_tensor({6, 4}, 7));
+  const int32_t bias = constant(g, random_tensor({4}, 8));
+  const int32_t mm = add(g, "MatMul", {{x, 0}, {w, 0}});
+  const int32_t pre = add(g, "Add", {{mm, 0}, {bias, 0}});
+  const int32_t out = add(g, "Relu", {{pre, 0}});
+  for (int32_t id : {mm, pre, out}) g.node(id).requested_device = "/device:GPU:0";
+  g.results = {{out, 0}};
+  EXPECT_EQ(fuse_elementwise(g), 1);
+  EXPECT_EQ(count(g, "FusedMatMul"), 0);
+  EXPECT_EQ(count(g, "MatMul"), 1);
+  ASSERT_EQ(count(g, "FusedElementwise"), 1);
+  EXPECT_EQ(g.node(g.results[0].node).requested_device, "/device:GPU:0");
 }
 
 }  // namespace
