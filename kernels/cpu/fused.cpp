@@ -11,9 +11,11 @@
 // same order, so results are bitwise equal to the unfused chain.
 //
 // FusedMatMul computes C = act(A B + bias), A of any rank >= 2 (its leading dims folded into
-// rows) against a matrix B: with weft's own GEMM (gemm.h), bias and relu are applied to each tile
-// of C in registers before it is stored; otherwise gemm_rows runs the epilogue on each tile of
-// rows as soon as it is computed, while it is still in cache, instead of two more passes over C.
+// rows) against a matrix B, or, with activation "relu_grad", C = ReluGrad(A B, x) (its third input
+// x of C's shape): with weft's own GEMM (gemm.h), bias and relu, or the ReluGrad mask, are
+// applied to each tile of C in registers before it is stored; otherwise gemm_rows runs the
+// epilogue on each tile of rows as soon as it is computed, while it is still in cache, instead of
+// more passes over C.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -232,11 +234,17 @@ void fused_elementwise_kernel(KernelContext& ctx) {
 
 // ---- FusedMatMul ----
 
-enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh };
+enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh, kReluGrad };
 
 template <class T, class F>
 inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64_t n, F f) {
   for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
+}
+
+// ReluGrad(C, x) over rows of C and x, as the ReluGrad kernel computes it (nn.cpp).
+template <class T>
+void relu_grad_rows(T* __restrict c, const T* __restrict x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) c[i] = x[i] > T(0) ? c[i] : T(0);
 }
 
 template <class T>
@@ -248,6 +256,7 @@ void epilogue_rows(T* c, const T* bias, int64_t rows, int64_t n, Act act) {
       case Act::kRelu: add_bias_in_place(row, bias, n, [](T x) { return relu_of(x); }); break;
       case Act::kSigmoid: add_bias_in_place(row, bias, n, [](T x) { return sigmoid_of(x); }); break;
       case Act::kTanh: add_bias_in_place(row, bias, n, [](T x) { return std::tanh(x); }); break;
+      case Act::kReluGrad: break;  // no bias: relu_grad_rows
     }
   }
 }
@@ -259,6 +268,7 @@ Act parse_activation(const KernelContext& ctx) {
   if (*s == "relu") return Act::kRelu;
   if (*s == "sigmoid") return Act::kSigmoid;
   if (*s == "tanh") return Act::kTanh;
+  if (*s == "relu_grad") return Act::kReluGrad;
   ctx.fail("unknown activation '" + *s + "'");
 }
 
@@ -275,9 +285,11 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const int64_t m = n > 0 ? out.num_elements() / n : 0;  // every leading dim of A, as rows
   const int64_t k = ta ? a_shape[0] : a_shape[a_shape.rank() - 1];
   const int64_t lda = a_shape[a_shape.rank() - 1], ldb = b_t.shape()[1];
-  if (ctx.input(2).size() != n)
-    ctx.fail("bias has " + std::to_string(ctx.input(2).size()) + " elements; the output has " + std::to_string(n) +
-             " columns");
+  if (act == Act::kReluGrad ? ctx.input(2).shape() != out : ctx.input(2).size() != n)
+    ctx.fail(act == Act::kReluGrad ? "relu_grad's x has shape " + ctx.input(2).shape().to_string() +
+                                         "; the output has shape " + out.to_string()
+                                   : "bias has " + std::to_string(ctx.input(2).size()) + " elements; the output has " +
+                                         std::to_string(n) + " columns");
   const T* a = static_cast<const T*>(a_t.raw_data());
   const T* b = static_cast<const T*>(b_t.raw_data());
   const T* bias = static_cast<const T*>(ctx.input(2).raw_data());
@@ -286,6 +298,18 @@ void fused_matmul_kernel(KernelContext& ctx) {
 
   const GemmArgs g{m, n, k, ta, tb, lda, ldb, n};
   ThreadPool& pool = ctx.pool();
+  if (act == Act::kReluGrad) {
+    const T* x = bias;  // the third input: the relu's x, C's shape
+    if (k == 0) {
+      std::fill(c, c + m * n, T(0));  // ReluGrad of zeros is zeros
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (use_own_sgemm(g)) return sgemm(pool, g, a, b, c, {.relu_grad_of = x});
+    }
+    gemm_rows<T>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { relu_grad_rows(c + r0 * n, x + r0 * n, (r1 - r0) * n); });
+    return;
+  }
   const int64_t row_grain = std::max<int64_t>(1, (act == Act::kNone || act == Act::kRelu ? kCheapGrain : kExpensiveGrain) / n);
   if (k == 0) {
     std::fill(c, c + m * n, T(0));

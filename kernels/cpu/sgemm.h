@@ -1,5 +1,6 @@
 // weft's own float GEMM for CPUs with AVX2 and FMA, or AVX-512: C = op(A) op(B), row-major, optionally followed by
-// `act(C + bias)` applied while each tile of C is still in registers (the epilogue of FusedMatMul).
+// `act(C + bias)`, or by ReluGrad(C, x), applied while each tile of C is still in registers (the
+// epilogues of FusedMatMul).
 //
 //   if (sgemm_available()) sgemm(pool, g, a, b, c, {.bias = bias, .relu = true});
 //
@@ -31,6 +32,9 @@ struct GemmArgs {
 struct SgemmEpilogue {
   const float* bias = nullptr;  // n floats added to every row of C, or none
   bool relu = false;            // then max(0, x), NaN passing through as relu_of does
+  // Then, when set, C's element is kept where this m x n matrix (row stride ldc, as C) is
+  // positive and is +0 elsewhere: ReluGrad(C, x), the ReluGrad kernel's `x > 0 ? dy : 0`.
+  const float* relu_grad_of = nullptr;
 };
 
 // True when this CPU has AVX-512F, or AVX2 and FMA; sgemm must not be called otherwise. The

@@ -75,6 +75,12 @@ struct Avx2 {
           x = _mm256_add_ps(full ? _mm256_loadu_ps(row + v * kLanes) : _mm256_maskload_ps(row + v * kLanes, masks[v]), x);
         if (out.bias) x = _mm256_add_ps(x, bias[v]);
         if (out.relu) x = _mm256_max_ps(zero, x);  // the second operand on NaN or equal zeros: NaN, -0 pass
+        if (out.relu_grad_of) {
+          // x kept where the relu's input is > 0 (ordered: not where it is NaN), else +0.
+          const float* r = out.relu_grad_of + i * out.ldc + v * kLanes;
+          const __m256 rv = full ? _mm256_loadu_ps(r) : _mm256_maskload_ps(r, masks[v]);
+          x = _mm256_and_ps(x, _mm256_cmp_ps(rv, zero, _CMP_GT_OQ));
+        }
         if (full) _mm256_storeu_ps(row + v * kLanes, x);
         else _mm256_maskstore_ps(row + v * kLanes, masks[v], x);
       }

@@ -66,6 +66,11 @@ struct Avx512 {
         if (out.accumulate) x = _mm512_add_ps(_mm512_maskz_loadu_ps(masks[v], row + v * kLanes), x);
         if (out.bias) x = _mm512_add_ps(x, bias[v]);
         if (out.relu) x = _mm512_maskz_max_ps(0xFFFF, zero, x);  // max(0, NaN) is NaN, max(0, -0) is -0
+        if (out.relu_grad_of) {
+          // x kept where the relu's input is > 0 (ordered: not where it is NaN), else +0.
+          const __m512 r = _mm512_maskz_loadu_ps(masks[v], out.relu_grad_of + i * out.ldc + v * kLanes);
+          x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, zero, _CMP_GT_OQ), x);
+        }
         _mm512_mask_storeu_ps(row + v * kLanes, masks[v], x);
       }
     }

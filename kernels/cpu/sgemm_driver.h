@@ -133,6 +133,7 @@ struct TileOut {
   bool accumulate;
   const float* bias;  // already offset to the tile's first column; null for none
   bool relu;
+  const float* relu_grad_of;  // already offset to the tile's first element (row stride ldc); null for none
 };
 
 // One GEMM with micro-tiles of MR x (NV * Kernel::kLanes).
@@ -180,7 +181,8 @@ class Driver {
           const int64_t ldb = direct_b(q) ? g_.ldb : NR;
           for (int64_t p = pb; p < pe; ++p) {
             const TileOut out{c_ + p * MR * g_.ldc + q * NR, g_.ldc, static_cast<int>(std::min<int64_t>(MR, g_.m - p * MR)),
-                              cols, kb > 0, last && ep_.bias ? ep_.bias + q * NR : nullptr, last && ep_.relu};
+                              cols, kb > 0, last && ep_.bias ? ep_.bias + q * NR : nullptr, last && ep_.relu,
+                              last && ep_.relu_grad_of ? ep_.relu_grad_of + p * MR * g_.ldc + q * NR : nullptr};
             if (direct_a(p)) {
               // While the first column panel streams this panel of A in, fetch the next one.
               const float* next = q == q0 && p + 1 < p1 ? a_ + (p + 1) * MR * g_.lda + k0 : nullptr;

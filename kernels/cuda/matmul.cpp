@@ -322,10 +322,20 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   const Tensor& bias = ctx.input(2);
   Tensor& c = ctx.output(0);
-  const Activation act = parse_activation(ctx);
   const GemmGeometry g = fused_matmul_geometry(a.shape(), b.shape(), c.shape(),
                                                ctx.attrs.get_or<bool>("transpose_a", false),
                                                ctx.attrs.get_or<bool>("transpose_b", false));
+  if (ctx.attrs.get_or<std::string>("activation", "") == "relu_grad") {
+    // ReluGrad(A B, x): the product, then the mask over C (the third input is x, C's shape).
+    const Tensor& x = bias;
+    if (x.shape() != c.shape())
+      ctx.fail("relu_grad's x has shape " + x.shape().to_string() + "; the output has shape " + c.shape().to_string());
+    run_gemm(ctx, c.dtype(), g, a.raw_data(), b.raw_data(), c.raw_data(), nullptr, Activation::kNone);
+    launch_relu_grad_mask(c.dtype(), c.raw_data(), x.raw_data(), c.size(), cuda_context(ctx).stream);
+    check_launch(ctx);
+    return;
+  }
+  const Activation act = parse_activation(ctx);
   if (bias.size() != g.n)
     ctx.fail("bias has " + std::to_string(bias.size()) + " elements; the output has " + std::to_string(g.n) +
              " columns");

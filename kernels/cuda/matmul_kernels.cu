@@ -63,6 +63,21 @@ void launch_epilogue(void* c, const void* bias, int64_t total, int64_t n, Activa
                                                                    total, n, act);
 }
 
+template <class T>
+__global__ void relu_grad_mask_kernel(T* __restrict__ c, const T* __restrict__ x, int64_t total) {
+  using C = typename ComputeOf<T>::type;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
+    if (!(load(x[i]) > C(0))) c[i] = store<T>(C(0));  // kept where x > 0, as ReluGradOp selects
+}
+
+template <class T>
+void launch_mask(void* c, const void* x, int64_t total, cudaStream_t stream) {
+  const LaunchGeometry lg = launch_geometry(total);
+  if (lg.blocks == 0) return;
+  relu_grad_mask_kernel<T><<<lg.blocks, lg.threads, 0, stream>>>(static_cast<T*>(c), static_cast<const T*>(x), total);
+}
+
 // One thread per element of C. Integers accumulate in the unsigned type (wrapping as the CPU does);
 // floats in float (16-bit types) or their own type.
 template <class T> struct AccumulatorOf { using type = typename ComputeOf<T>::type; };
@@ -114,6 +129,16 @@ void launch_bias_activation(DType dtype, void* c, const void* bias, int64_t rows
     case DType::Float16: return launch_epilogue<__half>(c, bias, total, n, act, stream);
     case DType::BFloat16: return launch_epilogue<__nv_bfloat16>(c, bias, total, n, act, stream);
     default: throw Internal("[matmul] no CUDA epilogue for " + std::string(dtype_name(dtype)));
+  }
+}
+
+void launch_relu_grad_mask(DType dtype, void* c, const void* x, int64_t total, cudaStream_t stream) {
+  switch (dtype) {
+    case DType::Float32: return launch_mask<float>(c, x, total, stream);
+    case DType::Float64: return launch_mask<double>(c, x, total, stream);
+    case DType::Float16: return launch_mask<__half>(c, x, total, stream);
+    case DType::BFloat16: return launch_mask<__nv_bfloat16>(c, x, total, stream);
+    default: throw Internal("[matmul] no CUDA relu_grad epilogue for " + std::string(dtype_name(dtype)));
   }
 }
 

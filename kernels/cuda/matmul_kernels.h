@@ -21,6 +21,10 @@ enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
 void launch_bias_activation(DType dtype, void* c, const void* bias, int64_t rows, int64_t n, Activation act,
                             cudaStream_t stream);
 
+// c[i] = x[i] > 0 ? c[i] : 0 over `total` elements (FusedMatMul's "relu_grad": ReluGrad(C, x), the
+// expression of the CUDA ReluGrad kernel), for the same dtypes.
+void launch_relu_grad_mask(DType dtype, void* c, const void* x, int64_t total, cudaStream_t stream);
+
 // C = op(A) op(B) for one run of g, one thread per element: int32 / int64 with the CPU kernel's
 // wrap-around, float32 / float64 in their own type, float16 / bfloat16 accumulated in float.
 void launch_plain_gemm(DType dtype, const GemmGeometry& g, const GemmRun& run, const void* a, const void* b, void* c,

@@ -1,7 +1,8 @@
 // Definitions of the ops the fusion pass emits: FusedElementwise (a straight-line program of
 // elementwise ops over broadcast inputs, see fused.h) and FusedMatMul (a MatMul of a matrix B, A
 // of rank 2 or, without transpose_a, higher, with a bias row added and an optional activation
-// applied to its output).
+// applied to its output; or, with activation "relu_grad", ReluGrad(A B, x): the backward pass's
+// product masked where the relu's x is not positive, its third input x of the output's shape).
 #include "kernels/defs/fused.h"
 
 #include <algorithm>
@@ -129,14 +130,25 @@ void infer_fused_matmul(InferContext& ctx) {
   if (ka >= 0 && kb >= 0 && ka != kb)
     ctx.fail("inner dimensions differ: " + a.to_string() + " x " + b.to_string() + (ta ? " with transpose_a" : "") +
              (tb ? " with transpose_b" : ""));
-  if (bias.rank() != 1 || (bias[0] >= 0 && n >= 0 && bias[0] != n))
-    ctx.fail("bias must have shape (" + std::to_string(n) + ",), got " + bias.to_string());
   const std::string& act = ctx.attrs().get_or<std::string>("activation", "");
-  if (act != "" && act != "relu" && act != "sigmoid" && act != "tanh")
-    ctx.fail("unknown activation '" + act + "' (supported: '', 'relu', 'sigmoid', 'tanh')");
+  if (act != "" && act != "relu" && act != "sigmoid" && act != "tanh" && act != "relu_grad")
+    ctx.fail("unknown activation '" + act + "' (supported: '', 'relu', 'sigmoid', 'tanh', 'relu_grad')");
   Shape out(std::span<const int64_t>(a.data(), r - 2));
   out.push_back(m);
-  out.push_back(n >= 0 ? n : bias[0]);
+  if (act == "relu_grad") {
+    // The third input is the relu's x, of the product's shape: C = x > 0 ? A B : 0.
+    out.push_back(n);
+    bool fits = bias.rank() == out.rank();
+    for (int64_t d = 0; fits && d < out.rank(); ++d) {
+      fits = out[d] < 0 || bias[d] < 0 || out[d] == bias[d];
+      if (fits && out[d] < 0) out[d] = bias[d];  // what x knows of an unknown dim
+    }
+    if (!fits) ctx.fail("relu_grad's x must have the product's shape " + out.to_string() + ", got " + bias.to_string());
+  } else {
+    if (bias.rank() != 1 || (bias[0] >= 0 && n >= 0 && bias[0] != n))
+      ctx.fail("bias must have shape (" + std::to_string(n) + ",), got " + bias.to_string());
+    out.push_back(n >= 0 ? n : bias[0]);
+  }
   ctx.set_output(0, ctx.input_dtype(0), std::move(out));
 }
 
@@ -147,8 +159,8 @@ Cost fused_matmul_cost(const InferContext& ctx) {
   const double out = static_cast<double>(std::max<int64_t>(ctx.output(0).shape.num_elements(), 0));
   double bytes = out;
   for (int i = 0; i < 3; ++i) bytes += static_cast<double>(std::max<int64_t>(ctx.input_shape(i).num_elements(), 0));
-  const bool transcendental = ctx.attrs().get_or<std::string>("activation", "") != "" &&
-                              ctx.attrs().get_or<std::string>("activation", "") != "relu";
+  const std::string& act = ctx.attrs().get_or<std::string>("activation", "");
+  const bool transcendental = act == "sigmoid" || act == "tanh";
   return {out * (2 * k + (transcendental ? 21 : 2)), bytes * dtype_size(ctx.output(0).dtype)};
 }
 

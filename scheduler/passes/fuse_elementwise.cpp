@@ -174,11 +174,26 @@ void replace_groups(GraphIR& g, std::vector<Replacement>& groups) {
   g.replace_uses(rewire);
 }
 
-// ---- MatMul + bias (+ activation) -> FusedMatMul ----
+// ---- MatMul + bias (+ activation), MatMul then ReluGrad -> FusedMatMul ----
 
+// A product and what its epilogue takes over: the bias Add (and the activation after it, or -1),
+// or, in a backward pass, the ReluGrad that reads the product as its gradient (`relu_grad`; the
+// relu's x then becomes the FusedMatMul's third input and `add` is the ReluGrad).
 struct DensePattern {
-  int32_t matmul, add, activation;  // activation -1 when absent
+  int32_t matmul, add, activation;
+  bool relu_grad = false;
 };
+
+// The ReluGrad `rg` reading product `mm` (output `out`) as its gradient, when its epilogue can
+// take it over: x of the product's dtype and shape, fully known (with unknown dims, the unfused
+// ReluGrad could broadcast where the epilogue cannot).
+bool relu_grad_fits(const GraphIR& g, const Node& rg, int32_t mm, const TensorMeta& out) {
+  if (rg.type() != "ReluGrad" || rg.inputs.size() != 2 || rg.inputs[0] != Endpoint{mm, 0} || rg.inputs[1].node == mm)
+    return false;
+  const TensorMeta& x = g.meta(rg.inputs[1]);
+  return x.dtype == out.dtype && out.shape.is_fully_defined() && x.shape == out.shape &&
+         rg.outputs[0].shape == out.shape && rg.outputs[0].dtype == out.dtype;
+}
 
 // The single reader of `id`'s only output, when exactly one slot of one node reads it and it
 // is not a result.
@@ -200,6 +215,12 @@ std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) 
         (r > 2 && mm.attrs.get_or<bool>("transpose_a", false)))
       continue;
     const int32_t add = sole_reader(f, id);
+    if (add >= 0 && relu_grad_fits(g, g.node(add), id, out)) {
+      if (can_absorb(g, f, id, add, {id, add}) && f.product_ok[static_cast<size_t>(add)] &&
+          !f.is_initializer[static_cast<size_t>(add)])
+        found.push_back({id, add, -1, /*relu_grad=*/true});
+      continue;
+    }
     if (add < 0 || g.node(add).type() != "Add") continue;
     const Node& a = g.node(add);
     const Endpoint bias = a.inputs[0].node == id ? a.inputs[1] : a.inputs[0];
@@ -229,10 +250,10 @@ int fuse_dense(GraphIR& g) {
   for (const DensePattern& p : patterns) {
     const Node& mm = g.node(p.matmul);
     const Node& add = g.node(p.add);
-    const Endpoint bias = add.inputs[0].node == p.matmul ? add.inputs[1] : add.inputs[0];
+    const Endpoint bias = p.relu_grad ? add.inputs[1] : add.inputs[0].node == p.matmul ? add.inputs[1] : add.inputs[0];
     Attrs attrs{{"transpose_a", mm.attrs.get_or<bool>("transpose_a", false)},
                 {"transpose_b", mm.attrs.get_or<bool>("transpose_b", false)},
-                {"activation", std::string()}};
+                {"activation", std::string(p.relu_grad ? "relu_grad" : "")}};
     std::vector<int32_t> members{p.matmul, p.add};
     if (p.activation >= 0) {
       std::string act = g.node(p.activation).type();

@@ -132,21 +132,27 @@ auto traced_step(Mlp& m) {
 }
 
 // relu's gradient takes relu's output, so the pre-activation has no other reader and each hidden
-// layer's product, bias and relu become one FusedMatMul in the training graph, as in inference.
+// layer's product, bias and relu become one FusedMatMul in the training graph, as in inference;
+// in the backward pass, the product that carries the gradient back into a relu layer and that
+// ReluGrad become one FusedMatMul "relu_grad".
 TEST(TracedTraining, DenseReluLayersFuseInATrainingStep) {
   Mlp m;
   auto step = traced_step(m);
   const Tensor x = random::normal({32, 8}, 0, 1, 21);
   const Tensor y = cast(random::uniform({32}, 0, 3.99, 22), int32);
   const Graph g = step.graph(x, y);
-  int fused_relu = 0, relu = 0;
+  int fused_relu = 0, relu = 0, fused_relu_grad = 0, relu_grad = 0;
   for (int32_t id : g.ir().node_ids()) {
     const Node& n = g.ir().node(id);
     relu += n.type() == "Relu";
+    relu_grad += n.type() == "ReluGrad";
     fused_relu += n.type() == "FusedMatMul" && n.attrs.get_or<std::string>("activation", "") == "relu";
+    fused_relu_grad += n.type() == "FusedMatMul" && n.attrs.get_or<std::string>("activation", "") == "relu_grad";
   }
   EXPECT_EQ(fused_relu, 2);
   EXPECT_EQ(relu, 0);
+  EXPECT_EQ(fused_relu_grad, 2);
+  EXPECT_EQ(relu_grad, 0);
 }
 
 // The optimizer's update reads each variable only after every earlier read's readers have run, so

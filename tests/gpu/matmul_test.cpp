@@ -222,6 +222,32 @@ void check_fused(DType dt) {
       }
 }
 
+// "relu_grad" (the fusion pass's MatMul then ReluGrad of a backward pass): on the GPU, the product
+// the CUDA MatMul computes (the same cuBLASLt plan: no epilogue) masked as the CUDA ReluGrad
+// masks it, bit for bit; x holding NaN, zeros of both signs and negatives.
+void check_fused_relu_grad(DType dt) {
+  uint64_t seed = 300;
+  for (const auto& [as, bs] : std::vector<std::pair<Shape, Shape>>{
+           {Shape{3, 4}, Shape{4, 5}}, {Shape{2, 3, 4}, Shape{4, 5}}, {Shape{256, 128}, Shape{128, 128}}, {Shape{3, 0}, Shape{0, 5}}}) {
+    const Shape os = matmul_out(as, bs, false, false);
+    auto xv = uniform_values(os.num_elements(), seed++, dt);
+    const double specials[] = {std::nan(""), 0.0, -0.0, -1.0};
+    for (size_t i = 0; i < xv.size(); i += 5) xv[i] = specials[(i / 5) % 4];
+    const Tensor a = make(dt, as, uniform_values(as.num_elements(), seed++, dt));
+    const Tensor b = make(dt, bs, uniform_values(bs.num_elements(), seed++, dt));
+    const Tensor x = make(dt, os, xv);
+    const Tensor got = run_on(*gpu(), "FusedMatMul", {a, b, x}, dt, os, {{"activation", std::string("relu_grad")}});
+    const Tensor product = run_on(*gpu(), "MatMul", {a, b}, dt, os);
+    const Tensor want = run_on(*gpu(), "ReluGrad", {product, x}, dt, os);
+    ASSERT_TRUE(same_values(want, got, 0)) << dtype_name(dt) << " " << as.to_string() << " x " << bs.to_string();
+  }
+}
+
+TEST(CudaFusedMatMul, ReluGradIsTheCudaProductThenTheCudaReluGrad) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : {float32, float64, float16, bfloat16}) check_fused_relu_grad(dt);
+}
+
 TEST(CudaFusedMatMul, Float32MatchesCpu) { WEFT_REQUIRE_GPU(); check_fused(float32); }
 TEST(CudaFusedMatMul, Float64MatchesCpu) { WEFT_REQUIRE_GPU(); check_fused(float64); }
 TEST(CudaFusedMatMul, Float16MatchesCpuFloat32) { WEFT_REQUIRE_GPU(); check_fused(float16); }

@@ -1,5 +1,6 @@
 // FusedMatMul against a plain reference loop and against MatMul, Add and the activation run as
-// separate kernels: every activation, transposes, both dtypes, outputs of one band and of several.
+// separate kernels: every activation, transposes, both dtypes, outputs of one band and of several;
+// and its "relu_grad" epilogue against MatMul then ReluGrad, on weft's GEMM and OpenBLAS's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/sgemm_choice.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_registry.h"
@@ -152,6 +154,59 @@ TEST(FusedMatMul, BadArgumentsAreRejected) {
   expect_rejected({a, random_tensor<float>({1, 5, 3}, 10), bias}, {}, "ranks 2 x 2");
   expect_rejected({a, b, bias}, {{"activation", std::string("gelu")}}, "unknown activation 'gelu'");
   expect_rejected({a, b, random_tensor<double>({3}, 11)}, {}, "dtypes differ");
+  const Attrs relu_grad{{"activation", std::string("relu_grad")}};
+  expect_rejected({a, b, bias}, relu_grad, "relu_grad's x must have the product's shape (4, 3), got (3,)");
+  expect_rejected({a, b, random_tensor<float>({3, 4}, 12)}, relu_grad, "relu_grad's x must have the product's shape");
+}
+
+// ReluGrad(A B, x) as one node: the product MatMul computes, then the ReluGrad kernel's
+// selection, bit for bit, whichever GEMM computes the product (weft's own, pinned; OpenBLAS,
+// pinned); x with NaN, zeros of both signs and negatives (all give +0), the product's NaN kept
+// where x > 0; A of rank 3; float64 and float16 too.
+template <class T>
+void check_relu_grad(const Shape& a_shape, const Shape& b_shape, bool ta, bool tb, DType dtype = dtype_v<T>) {
+  // Made in T (float or double), then cast to `dtype` (float16).
+  auto as = [&](const Tensor& t) { return dtype == dtype_v<T> ? t : run("Cast", {t}, {{"dtype", dtype}}); };
+  const Tensor a = as(random_tensor<T>(a_shape, 31)), b = as(random_tensor<T>(b_shape, 32));
+  const Attrs mm_attrs{{"transpose_a", ta}, {"transpose_b", tb}};
+  const Tensor product = run("MatMul", {a, b}, mm_attrs);
+  std::vector<T> xv = random_tensor<T>(product.shape(), 33).template to_vector<T>();
+  const T specials[] = {std::numeric_limits<T>::quiet_NaN(), T(0), -T(0), T(-1)};
+  for (size_t i = 0; i < xv.size(); i += 5) xv[i] = specials[(i / 5) % 4];
+  const Tensor x = as(Tensor::from_host(dtype_v<T>, product.shape(), xv.data()));
+  Attrs attrs = mm_attrs;
+  attrs.set("activation", std::string("relu_grad"));
+  const Tensor got = run("FusedMatMul", {a, b, x}, attrs);
+  const Tensor want = run("ReluGrad", {product, x}, {});
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()))
+      << a_shape.to_string() << " x " << b_shape.to_string() << (ta ? " ta" : "") << (tb ? " tb" : "");
+}
+
+class SgemmPin {
+ public:
+  explicit SgemmPin(cpu::SgemmChoice c) : saved_(cpu::sgemm_choice()) { cpu::set_sgemm_choice(c); }
+  ~SgemmPin() { cpu::set_sgemm_choice(saved_); }
+
+ private:
+  cpu::SgemmChoice saved_;
+};
+
+TEST(FusedMatMul, ReluGradIsTheProductThenReluGrad) {
+  for (cpu::SgemmChoice choice : {cpu::SgemmChoice::kOwn, cpu::SgemmChoice::kBlas}) {
+    SgemmPin pin(choice);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check_relu_grad<float>(ta ? Shape{128, 256} : Shape{256, 128}, tb ? Shape{128, 128} : Shape{128, 128}, ta, tb);
+        check_relu_grad<float>(ta ? Shape{23, 37} : Shape{37, 23}, tb ? Shape{19, 23} : Shape{23, 19}, ta, tb);
+      }
+    check_relu_grad<float>({3, 20, 24}, {24, 40}, false, false);  // rank-3 A: its leading dims are rows
+    check_relu_grad<float>({300, 700}, {700, 50}, false, false);  // several K blocks
+  }
+  check_relu_grad<double>({29, 41}, {13, 41}, false, true);
+  check_relu_grad<float>({30, 20}, {20, 16}, false, false, DType::Float16);
+  // k = 0: the product is zeros, and so is its ReluGrad.
+  check_relu_grad<float>({3, 0}, {0, 2}, false, false);
 }
 
 }  // namespace

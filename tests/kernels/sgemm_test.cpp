@@ -5,9 +5,10 @@
 // it pack A instead of reading it in place), the fused bias and relu, and bitwise equality
 // between one and two threads and between the fused epilogue and the unfused ops; and bitwise
 // equality with the order of operations sgemm_driver.h documents, which is what makes the
-// variants agree with each other.
+// variants agree with each other; and the ReluGrad epilogue on every variant this CPU can run.
 #include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/sgemm_driver.h"
+#include "kernels/cpu/sgemm_isa.h"
 
 #include <gtest/gtest.h>
 
@@ -165,6 +166,41 @@ TEST_F(Sgemm, ReluKeepsNaN) {
     EXPECT_TRUE(std::isnan(c[static_cast<size_t>(j)])) << j;
     EXPECT_EQ(c[static_cast<size_t>(20 + j)], 0.f) << j;
   }
+}
+
+// The ReluGrad epilogue (FusedMatMul's "relu_grad"): C's element where x > 0, else +0 (x NaN, 0,
+// -0 or negative), C's NaN kept where x > 0; the ReluGrad kernel's `x > 0 ? dy : 0` on the very
+// product the variant computes without it. Every variant this CPU can run (an AVX-512 machine
+// runs the AVX2 one too), one and two threads, partial tiles, both tile widths.
+TEST_F(Sgemm, ReluGradEpilogueOnEveryVariant) {
+  using Variant = void (*)(ThreadPool&, const GemmArgs&, const float*, const float*, float*, const SgemmEpilogue&);
+  std::vector<std::pair<const char*, Variant>> variants;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) variants.emplace_back("avx2", sgemm_avx2);
+  if (__builtin_cpu_supports("avx512f")) variants.emplace_back("avx512", sgemm_avx512);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 10, 700}, {50, 45, 300}, {256, 128, 128}, {13, 33, 20}})
+    for (int t = 0; t < 4; ++t) {
+      Problem p = make_problem(m, n, k, t & 1, t & 2, 0, uint32_t(500 + t));
+      for (int64_t q = 0; q < k; ++q) p.a[static_cast<size_t>(p.g.ta ? q * p.g.lda : q)] = nan;  // row 0 of C: NaN
+      std::vector<float> x = make_problem(m, 1, n, false, false, 0, uint32_t(600 + t)).a;  // m x n, in [-1, 1]
+      const float specials[] = {nan, 0.f, -0.f, -1.f, 1.f, std::numeric_limits<float>::denorm_min()};
+      for (size_t i = 0; i < x.size(); i += 7) x[i] = specials[(i / 7) % 6];
+      for (auto [name, variant] : variants)
+        for (ThreadPool* pool : {&one_, &two_}) {
+          std::vector<float> plain(static_cast<size_t>(m * n)), masked(plain.size());
+          variant(*pool, p.g, p.a.data(), p.b.data(), plain.data(), {});
+          variant(*pool, p.g, p.a.data(), p.b.data(), masked.data(), {.relu_grad_of = x.data()});
+          int reported = 0;
+          for (size_t i = 0; i < plain.size(); ++i) {
+            const float want = x[i] > 0.f ? plain[i] : 0.f;
+            if (std::memcmp(&masked[i], &want, sizeof(float)) != 0 && reported++ < 5)
+              ADD_FAILURE() << name << " on " << pool->num_threads() << " thread(s): C[" << i << "] = " << masked[i]
+                            << " with x = " << x[i] << ", want " << want << " (m=" << m << " n=" << n << " k=" << k
+                            << " ta=" << p.g.ta << " tb=" << p.g.tb << ")";
+          }
+          EXPECT_TRUE(std::isnan(masked[0]) || !(x[0] > 0.f)) << name;
+        }
+    }
 }
 
 TEST_F(Sgemm, BitsFollowTheDocumentedOrderOnEveryVariant) {

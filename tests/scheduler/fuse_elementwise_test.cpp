@@ -200,6 +200,55 @@ TEST(FuseElementwise, TwoDenseLayersAndAnElementwiseTail) {
   EXPECT_EQ(count(g, "MatMul") + count(g, "Add") + count(g, "Relu"), 0);
 }
 
+// A backward pass's product read only as a ReluGrad's gradient: one FusedMatMul "relu_grad", with
+// the relu's x as its third input, computing the same bits.
+TEST(FuseElementwise, MatMulThenReluGradBecomesFusedMatMul) {
+  for (bool tb : {false, true}) {
+    GraphIR g;
+    const int32_t dz = placeholder(g, float32, {8, 6}, "dz"), h = placeholder(g, float32, {8, 4}, "h");
+    const int32_t w = constant(g, random_tensor(tb ? Shape{4, 6} : Shape{6, 4}, 40));
+    const int32_t mm = add(g, "MatMul", {{dz, 0}, {w, 0}}, {{"transpose_b", tb}});
+    const int32_t rg = add(g, "ReluGrad", {{mm, 0}, {h, 0}}, {}, "relu_grad");
+    g.results = {{rg, 0}};
+    Tensor hv = random_tensor({8, 4}, 42);
+    EXPECT_EQ(fuse_and_compare(g, {dz, h}, {random_tensor({8, 6}, 41), hv}), 1);
+    ASSERT_EQ(count(g, "FusedMatMul"), 1);
+    EXPECT_EQ(count(g, "MatMul") + count(g, "ReluGrad"), 0);
+    const Node& fused = g.node(g.results[0].node);
+    EXPECT_EQ(fused.name, "relu_grad");
+    EXPECT_EQ(fused.attrs.get<std::string>("activation"), "relu_grad");
+    EXPECT_EQ(fused.attrs.get<bool>("transpose_b"), tb);
+    EXPECT_EQ(fused.inputs[2], (Endpoint{h, 0}));
+  }
+}
+
+// Left alone: a product that is the ReluGrad's x rather than its gradient, a product read
+// elsewhere too, shapes not fully known (the unfused ReluGrad could broadcast), a GPU's product.
+TEST(FuseElementwise, ReluGradFusesOnlyWhereTheEpilogueComputesTheSame) {
+  auto graph = [](Shape dz_shape, bool product_as_x, bool second_reader, const char* device) {
+    auto g = std::make_unique<GraphIR>();
+    const int32_t dz = placeholder(*g, float32, dz_shape, "dz"), h = placeholder(*g, float32, {dz_shape[0], 4}, "h");
+    const int32_t mm = add(*g, "MatMul", {{dz, 0}, {constant(*g, random_tensor({6, 4}, 43)), 0}});
+    const int32_t rg = product_as_x ? add(*g, "ReluGrad", {{h, 0}, {mm, 0}}) : add(*g, "ReluGrad", {{mm, 0}, {h, 0}});
+    g->node(mm).requested_device = g->node(rg).requested_device = device;
+    g->results = {{rg, 0}};
+    if (second_reader) g->results.push_back({add(*g, "Neg", {{mm, 0}}), 0});
+    return g;
+  };
+  EXPECT_EQ(count(*graph({8, 6}, false, false, ""), "MatMul"), 1);  // (the graph as built)
+  for (auto* g : {graph({8, 6}, true, false, "").release(), graph({8, 6}, false, true, "").release(),
+                  graph({-1, 6}, false, false, "").release(), graph({8, 6}, false, false, "/gpu:0").release()}) {
+    std::unique_ptr<GraphIR> owned(g);
+    fuse_elementwise(*owned);
+    EXPECT_EQ(count(*owned, "FusedMatMul"), 0);
+    EXPECT_EQ(count(*owned, "MatMul"), 1);
+    EXPECT_EQ(count(*owned, "ReluGrad"), 1);
+  }
+  auto fusable = graph({8, 6}, false, false, "/cpu:0");
+  fuse_elementwise(*fusable);
+  EXPECT_EQ(count(*fusable, "FusedMatMul"), 1);
+}
+
 TEST(FuseElementwise, MatMulWithOtherReadersIsNotFused) {
   GraphIR g;
   const int32_t x = placeholder(g, float32, {2, 3}, "x");
