@@ -185,14 +185,14 @@ struct DensePattern {
 };
 
 // The ReluGrad `rg` reading product `mm` (output `out`) as its gradient, when its epilogue can
-// take it over: x of the product's dtype and shape, fully known (with unknown dims, the unfused
-// ReluGrad could broadcast where the epilogue cannot).
+// take it over: x of the product's dtype and shape. (ReluGrad never broadcasts: its shapes must
+// be equal, statically and, where dims are unknown, when it runs, as FusedMatMul checks its x.)
 bool relu_grad_fits(const GraphIR& g, const Node& rg, int32_t mm, const TensorMeta& out) {
   if (rg.type() != "ReluGrad" || rg.inputs.size() != 2 || rg.inputs[0] != Endpoint{mm, 0} || rg.inputs[1].node == mm)
     return false;
   const TensorMeta& x = g.meta(rg.inputs[1]);
-  return x.dtype == out.dtype && out.shape.is_fully_defined() && x.shape == out.shape &&
-         rg.outputs[0].shape == out.shape && rg.outputs[0].dtype == out.dtype;
+  return x.dtype == out.dtype && x.shape == out.shape && rg.outputs[0].shape == out.shape &&
+         rg.outputs[0].dtype == out.dtype;
 }
 
 // The single reader of `id`'s only output, when exactly one slot of one node reads it and it

@@ -223,7 +223,8 @@ TEST(FuseElementwise, MatMulThenReluGradBecomesFusedMatMul) {
 }
 
 // Left alone: a product that is the ReluGrad's x rather than its gradient, a product read
-// elsewhere too, shapes not fully known (the unfused ReluGrad could broadcast), a GPU's product.
+// elsewhere too, a GPU's product. An unknown batch dim fuses (ReluGrad's shapes are equal when it
+// runs, and FusedMatMul checks x's).
 TEST(FuseElementwise, ReluGradFusesOnlyWhereTheEpilogueComputesTheSame) {
   auto graph = [](Shape dz_shape, bool product_as_x, bool second_reader, const char* device) {
     auto g = std::make_unique<GraphIR>();
@@ -237,16 +238,36 @@ TEST(FuseElementwise, ReluGradFusesOnlyWhereTheEpilogueComputesTheSame) {
   };
   EXPECT_EQ(count(*graph({8, 6}, false, false, ""), "MatMul"), 1);  // (the graph as built)
   for (auto* g : {graph({8, 6}, true, false, "").release(), graph({8, 6}, false, true, "").release(),
-                  graph({-1, 6}, false, false, "").release(), graph({8, 6}, false, false, "/gpu:0").release()}) {
+                  graph({8, 6}, false, false, "/gpu:0").release()}) {
     std::unique_ptr<GraphIR> owned(g);
     fuse_elementwise(*owned);
     EXPECT_EQ(count(*owned, "FusedMatMul"), 0);
     EXPECT_EQ(count(*owned, "MatMul"), 1);
     EXPECT_EQ(count(*owned, "ReluGrad"), 1);
   }
-  auto fusable = graph({8, 6}, false, false, "/cpu:0");
-  fuse_elementwise(*fusable);
-  EXPECT_EQ(count(*fusable, "FusedMatMul"), 1);
+  for (const Shape& dz : {Shape{8, 6}, Shape{-1, 6}}) {
+    auto fusable = graph(dz, false, false, "/cpu:0");
+    fuse_elementwise(*fusable);
+    EXPECT_EQ(count(*fusable, "FusedMatMul"), 1) << dz.to_string();
+  }
+}
+
+// With an unknown batch dim, the fused node computes the same bits, and an x whose shape turns out
+// to differ from the product's is refused by name, as the unfused ReluGrad refuses it.
+TEST(FuseElementwise, ReluGradWithAnUnknownBatchDim) {
+  GraphIR g;
+  const int32_t dz = placeholder(g, float32, {-1, 6}, "dz"), h = placeholder(g, float32, {-1, 4}, "h");
+  const int32_t mm = add(g, "MatMul", {{dz, 0}, {constant(g, random_tensor({6, 4}, 44)), 0}});
+  g.results = {{add(g, "ReluGrad", {{mm, 0}, {h, 0}}), 0}};
+  EXPECT_EQ(fuse_and_compare(g, {dz, h}, {random_tensor({5, 6}, 45), random_tensor({5, 4}, 46)}), 1);
+  ASSERT_EQ(count(g, "FusedMatMul"), 1);
+  try {
+    run(g, {dz, h}, {random_tensor({5, 6}, 45), random_tensor({1, 4}, 46)});
+    ADD_FAILURE() << "an x of another shape ran";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("relu_grad's x must have the product's shape (5, 4), got (1, 4)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(FuseElementwise, MatMulWithOtherReadersIsNotFused) {
