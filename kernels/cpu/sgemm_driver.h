@@ -256,11 +256,12 @@ void run(ThreadPool& pool, const GemmArgs& g, const float* a, const float* b, fl
   }
   if (d.packs_all_of_b()) pool.parallel_for(d.n_panels(), 1, [&](int64_t q0, int64_t q1) { d.pack_b(packed_b, q0, q1); });
   else d.pack_b(packed_b, 0, d.n_panels());  // at most the last, partial, panel
-  // Split the rows or the columns of C, whichever leaves the busiest thread fewer tiles (a partial
-  // panel costs a whole one), rows on a tie: each thread then packs only its own rows of A. An
-  // MLP's 256 x 128 products are 19 x 4 tiles: by rows one thread had 40 to the other's 36, by
-  // columns each has 38 (its step 1.2% faster). Either way every element of C is the same chain
-  // of multiply-adds, so the bits do not change.
+  // Split the rows or the columns of C, whichever leaves the busiest thread fewer tiles, rows on
+  // a tie: each thread then packs only its own rows of A. An MLP's 256 x 128 products are 19 x 4
+  // tiles: by rows one thread had 40 to the other's 36, by columns each has 38 (its step 1.2%
+  // faster). (Counting the remainder tile of rows at its own height instead changed which split
+  // an MLP's 128-row products take, and not their time.) Either way every element of C is the
+  // same chain of multiply-adds, so the bits do not change.
   auto per_thread = [&](int64_t panels) { return (panels + threads - 1) / threads; };
   const int64_t busiest_by_rows = per_thread(d.m_panels()) * d.n_panels();
   const int64_t busiest_by_cols = d.m_panels() * per_thread(d.n_panels());
