@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 #include <string>
@@ -176,12 +177,13 @@ void replace_groups(GraphIR& g, std::vector<Replacement>& groups) {
 
 // ---- MatMul + bias (+ activation), MatMul then ReluGrad -> FusedMatMul ----
 
-// A product and what its epilogue takes over: the bias Add (and the activation after it, or -1),
-// or, in a backward pass, the ReluGrad that reads the product as its gradient (`relu_grad`; the
-// relu's x then becomes the FusedMatMul's third input and `add` is the ReluGrad).
+// A product and the nodes its epilogue takes over, as one FusedMatMul of (A, B, operand): the
+// bias Add and the activation after it, if any; or, in a backward pass, the ReluGrad that reads
+// the product as its gradient, whose x becomes the operand.
 struct DensePattern {
-  int32_t matmul, add, activation;
-  bool relu_grad = false;
+  std::vector<int32_t> members;  // the MatMul first, the node whose output the fused node takes last
+  Endpoint operand;              // the bias, or the relu's x
+  std::string activation;        // FusedMatMul's attribute: "", "relu", "sigmoid", "tanh", "relu_grad"
 };
 
 // The ReluGrad `rg` reading product `mm` (output `out`) as its gradient, when its epilogue can
@@ -202,6 +204,30 @@ int32_t sole_reader(const Facts& f, int32_t id) {
   return u.size() == 1 && !f.is_result[static_cast<size_t>(id)] ? u[0].node : -1;
 }
 
+// What product `id` (output `out`) and its sole reader `next` fuse into, if anything; the
+// members are not yet checked for absorption.
+std::optional<DensePattern> dense_pattern_at(const GraphIR& g, const Facts& f, int32_t id, int32_t next,
+                                             const TensorMeta& out) {
+  const Node& n = g.node(next);
+  if (relu_grad_fits(g, n, id, out)) return DensePattern{{id, next}, n.inputs[1], "relu_grad"};
+  if (n.type() != "Add") return std::nullopt;
+  const int64_t r = out.shape.rank();
+  const Endpoint bias = n.inputs[0].node == id ? n.inputs[1] : n.inputs[0];
+  if (bias.node == id || g.meta(bias).dtype != out.dtype || g.meta(bias).shape != Shape{out.shape[r - 1]})
+    return std::nullopt;
+  DensePattern p{{id, next}, bias, ""};
+  if (const int32_t act = sole_reader(f, next); act >= 0) {
+    const Node& t = g.node(act);
+    const std::set<int32_t> with_act{id, next, act};
+    if ((t.type() == "Relu" || t.type() == "Sigmoid" || t.type() == "Tanh") && t.outputs[0].dtype == out.dtype &&
+        can_absorb(g, f, next, act, with_act) && can_absorb(g, f, id, act, with_act)) {
+      p.members.push_back(act);
+      for (char c : t.type()) p.activation += static_cast<char>(std::tolower(c));
+    }
+  }
+  return p;
+}
+
 std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) {
   std::vector<DensePattern> found;
   for (int32_t id : g.node_ids()) {
@@ -214,55 +240,33 @@ std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) 
     if (g.meta(mm.inputs[1]).shape.rank() != 2 || g.meta(mm.inputs[0]).shape.rank() != r ||
         (r > 2 && mm.attrs.get_or<bool>("transpose_a", false)))
       continue;
-    const int32_t add = sole_reader(f, id);
-    if (add >= 0 && relu_grad_fits(g, g.node(add), id, out)) {
-      if (can_absorb(g, f, id, add, {id, add}) && f.product_ok[static_cast<size_t>(add)] &&
-          !f.is_initializer[static_cast<size_t>(add)])
-        found.push_back({id, add, -1, /*relu_grad=*/true});
+    const int32_t next = sole_reader(f, id);
+    if (next < 0) continue;
+    std::optional<DensePattern> p = dense_pattern_at(g, f, id, next, out);
+    if (!p) continue;
+    const int32_t root = p->members.back();
+    const std::set<int32_t> group(p->members.begin(), p->members.end());
+    if (!can_absorb(g, f, id, root, group) || !f.product_ok[static_cast<size_t>(root)] ||
+        f.is_initializer[static_cast<size_t>(root)])
       continue;
-    }
-    if (add < 0 || g.node(add).type() != "Add") continue;
-    const Node& a = g.node(add);
-    const Endpoint bias = a.inputs[0].node == id ? a.inputs[1] : a.inputs[0];
-    if (bias.node == id || g.meta(bias).dtype != out.dtype || g.meta(bias).shape != Shape{out.shape[r - 1]}) continue;
-    int32_t root = add;
-    const int32_t act = sole_reader(f, add);
-    if (act >= 0) {
-      const Node& t = g.node(act);
-      const std::set<int32_t> with_act{id, add, act};
-      if ((t.type() == "Relu" || t.type() == "Sigmoid" || t.type() == "Tanh") && t.outputs[0].dtype == out.dtype &&
-          can_absorb(g, f, add, act, with_act) && can_absorb(g, f, id, act, with_act))
-        root = act;
-    }
-    if (root == add && !can_absorb(g, f, id, add, {id, add})) continue;
-    if (!f.product_ok[static_cast<size_t>(root)] || f.is_initializer[static_cast<size_t>(root)]) continue;
-    found.push_back({id, add, root == act ? act : -1});
+    found.push_back(std::move(*p));
   }
   return found;
 }
 
 int fuse_dense(GraphIR& g) {
   const Facts f(g);
-  const std::vector<DensePattern> patterns = find_dense_patterns(g, f);
+  std::vector<DensePattern> patterns = find_dense_patterns(g, f);
   static const OpDef& fused_matmul = op_registry().get("FusedMatMul");
   int removed = 0;
   std::vector<Replacement> groups;
-  for (const DensePattern& p : patterns) {
-    const Node& mm = g.node(p.matmul);
-    const Node& add = g.node(p.add);
-    const Endpoint bias = p.relu_grad ? add.inputs[1] : add.inputs[0].node == p.matmul ? add.inputs[1] : add.inputs[0];
+  for (DensePattern& p : patterns) {
+    const Node& mm = g.node(p.members.front());
     Attrs attrs{{"transpose_a", mm.attrs.get_or<bool>("transpose_a", false)},
                 {"transpose_b", mm.attrs.get_or<bool>("transpose_b", false)},
-                {"activation", std::string(p.relu_grad ? "relu_grad" : "")}};
-    std::vector<int32_t> members{p.matmul, p.add};
-    if (p.activation >= 0) {
-      std::string act = g.node(p.activation).type();
-      std::transform(act.begin(), act.end(), act.begin(), [](char c) { return static_cast<char>(std::tolower(c)); });
-      attrs.set("activation", act);
-      members.push_back(p.activation);
-    }
-    removed += static_cast<int>(members.size()) - 1;
-    groups.push_back({std::move(members), &fused_matmul, {mm.inputs[0], mm.inputs[1], bias}, std::move(attrs)});
+                {"activation", std::move(p.activation)}};
+    removed += static_cast<int>(p.members.size()) - 1;
+    groups.push_back({std::move(p.members), &fused_matmul, {mm.inputs[0], mm.inputs[1], p.operand}, std::move(attrs)});
   }
   replace_groups(g, groups);
   return removed;
