@@ -241,22 +241,24 @@ inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64
   for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
 }
 
-// ReluGrad(C, x) over rows of C and x, as the ReluGrad kernel computes it (nn.cpp).
+// ReluGrad(C, x) over a row of C and of x, as the ReluGrad kernel computes it (nn.cpp).
 template <class T>
-void relu_grad_rows(T* __restrict c, const T* __restrict x, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) c[i] = x[i] > T(0) ? c[i] : T(0);
+void relu_grad_row(T* __restrict row, const T* __restrict x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] = x[j] > T(0) ? row[j] : T(0);
 }
 
+// The epilogue over rows [r0, r1) of C (n columns): `operand` is the bias, or for kReluGrad the
+// relu's x, of C's shape.
 template <class T>
-void epilogue_rows(T* c, const T* bias, int64_t rows, int64_t n, Act act) {
-  for (int64_t r = 0; r < rows; ++r) {
+void epilogue_rows(T* c, const T* operand, int64_t r0, int64_t r1, int64_t n, Act act) {
+  for (int64_t r = r0; r < r1; ++r) {
     T* row = c + r * n;
     switch (act) {
-      case Act::kNone: add_bias_in_place(row, bias, n, [](T x) { return x; }); break;
-      case Act::kRelu: add_bias_in_place(row, bias, n, [](T x) { return relu_of(x); }); break;
-      case Act::kSigmoid: add_bias_in_place(row, bias, n, [](T x) { return sigmoid_of(x); }); break;
-      case Act::kTanh: add_bias_in_place(row, bias, n, [](T x) { return std::tanh(x); }); break;
-      case Act::kReluGrad: break;  // no bias: relu_grad_rows
+      case Act::kNone: add_bias_in_place(row, operand, n, [](T x) { return x; }); break;
+      case Act::kRelu: add_bias_in_place(row, operand, n, [](T x) { return relu_of(x); }); break;
+      case Act::kSigmoid: add_bias_in_place(row, operand, n, [](T x) { return sigmoid_of(x); }); break;
+      case Act::kTanh: add_bias_in_place(row, operand, n, [](T x) { return std::tanh(x); }); break;
+      case Act::kReluGrad: relu_grad_row(row, operand + r * n, n); break;
     }
   }
 }
@@ -292,41 +294,33 @@ void fused_matmul_kernel(KernelContext& ctx) {
                                          std::to_string(n) + " columns");
   const T* a = static_cast<const T*>(a_t.raw_data());
   const T* b = static_cast<const T*>(b_t.raw_data());
-  const T* bias = static_cast<const T*>(ctx.input(2).raw_data());
+  const T* operand = static_cast<const T*>(ctx.input(2).raw_data());  // the bias, or relu_grad's x
   T* c = static_cast<T*>(ctx.output(0).raw_data());
   if (m == 0 || n == 0) return;
 
   const GemmArgs g{m, n, k, ta, tb, lda, ldb, n};
   ThreadPool& pool = ctx.pool();
-  if (act == Act::kReluGrad) {
-    const T* x = bias;  // the third input: the relu's x, C's shape
-    if (k == 0) {
-      std::fill(c, c + m * n, T(0));  // ReluGrad of zeros is zeros
-      return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (use_own_sgemm(g)) return sgemm(pool, g, a, b, c, {.relu_grad_of = x});
-    }
-    gemm_rows<T>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { relu_grad_rows(c + r0 * n, x + r0 * n, (r1 - r0) * n); });
-    return;
-  }
-  const int64_t row_grain = std::max<int64_t>(1, (act == Act::kNone || act == Act::kRelu ? kCheapGrain : kExpensiveGrain) / n);
+  const bool cheap = act == Act::kNone || act == Act::kRelu || act == Act::kReluGrad;
+  const int64_t row_grain = std::max<int64_t>(1, (cheap ? kCheapGrain : kExpensiveGrain) / n);
+  auto epilogue = [&](int64_t r0, int64_t r1) { epilogue_rows(c, operand, r0, r1, n, act); };
   if (k == 0) {
     std::fill(c, c + m * n, T(0));
-    pool.parallel_for(m, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(c + s * n, bias, e - s, n, act); });
+    pool.parallel_for(m, row_grain, epilogue);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
     if (use_own_sgemm(g)) {
-      // Bias and relu are applied to each tile in registers; other activations in a second pass.
-      const bool in_registers = act == Act::kNone || act == Act::kRelu;
-      sgemm(pool, g, a, b, c, {in_registers ? bias : nullptr, act == Act::kRelu});
-      if (!in_registers)
-        pool.parallel_for(m, row_grain, [&](int64_t s, int64_t e) { epilogue_rows(c + s * n, bias, e - s, n, act); });
+      // Bias and relu, or the ReluGrad mask, are applied to each tile in registers; other
+      // activations in a second pass.
+      SgemmEpilogue in_registers;
+      if (act == Act::kReluGrad) in_registers.relu_grad_of = operand;
+      else if (cheap) in_registers = {operand, act == Act::kRelu};
+      sgemm(pool, g, a, b, c, in_registers);
+      if (!cheap) pool.parallel_for(m, row_grain, epilogue);
       return;
     }
   }
-  gemm_rows<T>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { epilogue_rows(c + r0 * n, bias, r1 - r0, n, act); });
+  gemm_rows<T>(pool, g, a, b, c, epilogue);
 }
 
 }  // namespace
