@@ -149,8 +149,7 @@ TEST(NcclP2pChild, Receiver) {
 
 TEST(NcclP2p, TensorsCrossBetweenTwoProcesses) {
   WEFT_REQUIRE_GPU();
-  MeetingFolder dir;
-  ASSERT_FALSE(dir.path().empty());
+  TempDir dir("weft_gpu_children");
   const std::string meet = std::string(kChildDir) + "=" + dir.path();
   std::vector<std::string> sender_env = nccl_rank_environment(0), receiver_env = nccl_rank_environment(1);
   sender_env.push_back(meet);

@@ -325,8 +325,7 @@ struct Member {
 
 // Runs TwoProcessChild.<test> as ranks 0 and 1 and expects both to pass.
 void run_two_members(const std::string& test) {
-  MeetingFolder dir;
-  ASSERT_FALSE(dir.path().empty());
+  TempDir dir("weft_gpu_children");
   pid_t pids[2];
   for (int r = 0; r < 2; ++r) {
     std::vector<std::string> env = nccl_rank_environment(r);

@@ -2,10 +2,7 @@
 // same product through the dispatch that every matmul kernel uses.
 #include <gtest/gtest.h>
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +14,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/sgemm_choice.h"
 #include "runtime/error.h"
+#include "test_child_process.h"
 
 namespace weft::cpu {
 namespace {
@@ -144,23 +142,9 @@ TEST(SgemmChoiceChild, WritesTheEdgeProduct) {
 // Runs this test binary's child test in a new process and returns the product it wrote.
 std::vector<float> product_of_child(const std::string& path) {
   std::remove(path.c_str());
-  const std::string env = std::string(kChildOutput) + "=" + path;
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "WEFT_SGEMM=", 11) != 0 && std::strncmp(*e, kChildOutput, std::strlen(kChildOutput)) != 0)
-      envp.push_back(*e);
-  envp.push_back(const_cast<char*>(env.c_str()));
-  envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe", filter = "--gtest_filter=SgemmChoiceChild.WritesTheEdgeProduct";
-  char* argv[] = {exe.data(), filter.data(), nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) {
-    ADD_FAILURE() << "posix_spawn failed";
-    return {};
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  const pid_t pid = weft::testing::spawn_test_child("SgemmChoiceChild.WritesTheEdgeProduct",
+                                                    {"WEFT_SGEMM", std::string(kChildOutput) + "=" + path});
+  EXPECT_EQ(weft::testing::wait_test_child(pid, std::chrono::seconds(120)), "") << "the child";
   std::vector<float> c(256 * 512);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
