@@ -7,7 +7,9 @@
 //   a round, best of 5), and 1 MiB fed to a worker and fetched back (against twice that time);
 // - an MLP training step with its variables on a worker, loss fetched (goal <= 0.3x
 //   TensorFlow's 5.4 ms).
-// TensorFlow's numbers are the (its distributed runtime is not run here).
+// TensorFlow's numbers are the (its distributed runtime is not run here). A last row times
+// raw MPI again between buffers of weft's allocator, which are on huge pages at this size: the
+// goal's baseline is raw MPI as plain code has it, and this row says how much the buffers give.
 #include <mpi.h>
 
 #include <chrono>
@@ -33,15 +35,18 @@ struct RawTime {
   double round_mean = 0;
   double best_single = 0;
 };
-RawTime raw_mpi_one_way(size_t bytes, int rank) {
-  std::vector<char> buf(bytes), ack(1);
+// `buffer`: where the payload is sent from and received into; null: a std::vector, as plain MPI
+// code would have it.
+RawTime raw_mpi_one_way(size_t bytes, int rank, char* buffer = nullptr) {
+  std::vector<char> plain(buffer ? 0 : bytes), ack(1);
+  char* const data = buffer ? buffer : plain.data();
   const int per_round = bytes > 100000 ? 100 : 1000;
   auto transfer = [&] {
     if (rank == 1) {
-      MPI_Send(buf.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+      MPI_Send(data, static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
       MPI_Recv(ack.data(), 1, MPI_BYTE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else if (rank == 0) {
-      MPI_Recv(buf.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       MPI_Send(ack.data(), 1, MPI_BYTE, 1, 8, MPI_COMM_WORLD);
     }
   };
@@ -71,10 +76,14 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  RawTime raw_small, raw_mib_time;
+  RawTime raw_small, raw_mib_time, raw_mib_weft_buffer;
   if (size >= 2) {
     raw_small = raw_mpi_one_way(1, rank);
     raw_mib_time = raw_mpi_one_way(1 << 20, rank);
+    // The same calls between buffers from weft's allocator, which puts blocks this large on huge
+    // pages (runtime/huge_page_blocks.h): how much of weft's time is the buffers' doing.
+    Tensor buffer = Tensor::empty(DType::UInt8, Shape{1 << 20});
+    raw_mib_weft_buffer = raw_mpi_one_way(1 << 20, rank, static_cast<char*>(buffer.raw_data()));
   }
   const double raw_mib = raw_mib_time.round_mean;
   Cluster cluster = cluster::init(argc, argv);  // workers serve from here on
@@ -164,6 +173,7 @@ int main(int argc, char** argv) {
   rows.push_back({"raw MPI one way, 1 byte (+1-byte ack)", us(raw_small.round_mean), "-", "-", "-"});
   rows.push_back({"raw MPI one way, 1 MiB (+1-byte ack)", us(raw_mib), "-", "-", "-"});
   rows.push_back({"  the same, fastest single transfer", us(raw_mib_time.best_single), "-", "-", "-"});
+  rows.push_back({"  the same between weft's (huge-page) buffers", us(raw_mib_weft_buffer.round_mean), "-", "-", "-"});
   weft::bench::print_table("The cluster, per step (4 ranks on this machine, best of 5 rounds)", rows);
   return 0;
 }

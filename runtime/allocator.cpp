@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/huge_page_blocks.h"
 
 namespace weft {
 
@@ -39,6 +40,22 @@ void* system_alloc(size_t bytes) {
   void* p = std::aligned_alloc(CpuAllocator::kAlignment, bytes);
   if (!p) throw Unavailable("[allocator] out of host memory allocating " + std::to_string(bytes) + " bytes");
   return p;
+}
+
+HugePageBlocks& huge_blocks() {
+  static auto* blocks = new HugePageBlocks();  // leaked on purpose: tensors may die during static teardown
+  return *blocks;
+}
+
+// A cacheable block of a class's size: large ones on huge pages (runtime/huge_page_blocks.h).
+void* new_class_block(size_t rounded) {
+  HugePageBlocks& huge = huge_blocks();
+  return huge.takes(rounded) ? huge.allocate(rounded) : system_alloc(rounded);
+}
+
+// Back to the system, wherever the block came from.
+void release_block(void* p) {
+  if (!huge_blocks().deallocate(p)) std::free(p);
 }
 
 struct GlobalCache {
@@ -85,6 +102,7 @@ struct ThreadCache {
     registry().retired_allocs += allocs.load(std::memory_order_relaxed);
   }
   void clear() {
+    // Blocks under kSmallLimit: always malloc's, never on huge pages.
     for (auto& l : lists) {
       for (void* p : l) std::free(p);
       l.clear();
@@ -181,23 +199,24 @@ void* CpuAllocator::allocate_block(size_t bytes) {
       return p;
     }
   }
-  return system_alloc(rounded);
+  return new_class_block(rounded);
 }
 
 void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   if (bytes > kMaxCachedClass) {  // never cached (see allocate_block)
-    std::free(ptr);
+    release_block(ptr);
     return;
   }
   size_t rounded;
   int cls = size_class(bytes, &rounded);
   // A block allocated while caching was off has only its exact size; caching it would hand it to a
-  // larger request of its class. (Sized exactly so that AddressSanitizer sees overruns.)
+  // larger request of its class. (Sized exactly so that AddressSanitizer sees overruns.) Blocks on
+  // huge pages are class-sized and not malloc's, so malloc_usable_size must not see them.
   if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass ||
-      (exact_blocks_.load(std::memory_order_relaxed) && malloc_usable_size(ptr) < rounded)) {
-    std::free(ptr);
+      (exact_blocks_.load(std::memory_order_relaxed) && !huge_blocks().owns(ptr) && malloc_usable_size(ptr) < rounded)) {
+    release_block(ptr);
     return;
   }
   if (rounded <= kSmallLimit) {
@@ -216,7 +235,7 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
       return;
     }
   }
-  std::free(ptr);
+  release_block(ptr);
 }
 
 AllocatorStats CpuAllocator::stats() const {
@@ -234,8 +253,11 @@ AllocatorStats CpuAllocator::stats() const {
   auto& g = global_cache();
   std::lock_guard lock(g.mu);
   s.bytes_cached += static_cast<int64_t>(g.bytes);
+  s.huge_page_bytes = huge_blocks().mapped_bytes();
   return s;
 }
+
+bool CpuAllocator::on_huge_pages(const void* block) const { return huge_blocks().owns(block); }
 
 void CpuAllocator::reset_peak() { peak_.store(in_use_.load()); }
 
@@ -245,7 +267,7 @@ void CpuAllocator::release_cache() {
   auto& g = global_cache();
   std::lock_guard<std::mutex> lock(g.mu);
   for (auto& l : g.lists) {
-    for (void* p : l) std::free(p);
+    for (void* p : l) release_block(p);
     l.clear();
   }
   g.bytes = 0;

@@ -1,6 +1,7 @@
 // Allocators hand out device memory and keep statistics. The CPU allocator returns 64-byte aligned
 // blocks and caches freed blocks by size class, so a steady eager loop or training step reuses
-// memory instead of paying malloc and page faults on every op (large tensors especially).
+// memory instead of paying malloc and page faults on every op (large tensors especially). Blocks
+// from 256 KiB up are backed by transparent huge pages (runtime/huge_page_blocks.h).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@ struct AllocatorStats {
   int64_t peak_bytes_in_use = 0;  // high-water mark since start or reset_peak()
   int64_t num_allocs = 0;         // allocate() calls since start
   int64_t bytes_cached = 0;       // freed bytes kept for reuse
+  int64_t huge_page_bytes = 0;    // host memory mapped for large blocks on huge pages
 };
 
 class Allocator {
@@ -48,6 +50,8 @@ class CpuAllocator final : public Allocator {
     caching_.store(enabled, std::memory_order_release);
   }
   bool caching() const { return caching_; }
+  // Whether `block` (one this allocator handed out) lies on huge pages rather than malloc's heap.
+  bool on_huge_pages(const void* block) const;
 
  private:
   CpuAllocator();
