@@ -58,6 +58,13 @@ void release_block(void* p) {
   if (!huge_blocks().deallocate(p)) std::free(p);
 }
 
+// The same for a block whose size class is known: only a class that huge pages take needs the
+// lookup (and its lock), so small blocks and sanitizer builds' frees go straight to malloc.
+void release_class_block(void* p, size_t rounded) {
+  if (huge_blocks().takes(rounded)) release_block(p);
+  else std::free(p);
+}
+
 struct GlobalCache {
   std::mutex mu;
   std::vector<void*> lists[kNumClasses];
@@ -205,8 +212,8 @@ void* CpuAllocator::allocate_block(size_t bytes) {
 void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
-  if (bytes > kMaxCachedClass) {  // never cached (see allocate_block)
-    release_block(ptr);
+  if (bytes > kMaxCachedClass) {  // never cached, and from malloc (see allocate_block)
+    std::free(ptr);
     return;
   }
   size_t rounded;
@@ -216,7 +223,7 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   // huge pages are class-sized and not malloc's, so malloc_usable_size must not see them.
   if (!caching_.load(std::memory_order_relaxed) || rounded > kMaxCachedClass ||
       (exact_blocks_.load(std::memory_order_relaxed) && !huge_blocks().owns(ptr) && malloc_usable_size(ptr) < rounded)) {
-    release_block(ptr);
+    release_class_block(ptr, rounded);
     return;
   }
   if (rounded <= kSmallLimit) {
@@ -235,7 +242,7 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes) {
       return;
     }
   }
-  release_block(ptr);
+  release_class_block(ptr, rounded);
 }
 
 AllocatorStats CpuAllocator::stats() const {
