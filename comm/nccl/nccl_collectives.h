@@ -18,15 +18,16 @@
 // event) for the NCCL stream, so later kernels and the allocator's reuse of memory are ordered
 // after the collective. Several inputs of an all-reduce go in one ncclGroupStart/End.
 //
-// Watchdog: one thread polls every collective not yet complete: its completion event, the
-// communicator's ncclCommGetAsyncError and the step's cancellation. Complete: done(null). A NCCL
-// error: Unavailable naming the group; a cancelled step: the step's error. Either way the
-// communicator is aborted (ncclCommAbort) and dropped: every other collective of it fails, and a
-// later use of the same (group, id) is FailedPrecondition naming the group (a new id is needed:
-// DataParallel rebuilds its step under fresh ids after a failed one). The first collective of a
-// group under a new id aborts the group's communicators under older ids, which a failure left
-// alive on tasks where nothing was pending. The tensors of an aborted collective are kept until
-// its event completes (the NCCL kernels may still touch them).
+// Watchdog (nccl_watchdog.h, the same one as the NCCL rendezvous's): one thread polls every
+// collective not yet complete: its completion event, the communicator's ncclCommGetAsyncError and
+// the step's cancellation. Complete: done(null). A NCCL error: Unavailable naming the group; a
+// cancelled step: the step's error. Either way the communicator is aborted (ncclCommAbort) and
+// dropped: every other collective of it fails, and a later use of the same (group, id) is
+// FailedPrecondition naming the group (a new id is needed: DataParallel rebuilds its step under
+// fresh ids after a failed one). The first collective of a group under a new id aborts the
+// group's communicators under older ids, which a failure left alive on tasks where nothing was
+// pending. The tensors of an aborted collective are kept until its event completes (the NCCL
+// kernels may still touch them).
 //
 // Not checked across processes: an all-gather's inputs must have the same shape on every member
 // (ncclAllGather has one count), as the graph's static shapes make them; a mean of integers is
@@ -37,7 +38,8 @@
 // and dtype, a cancelled step, a group of two processes (exact sums, means, broadcasts,
 // all-gathers; a peer that dies) sharing the GPU as NCCL hosts of their own, and DataParallel
 // over 2 and 4 tasks under mpirun, its recovery after a failed step included. Not yet run: two
-// real GPUs.
+// real GPUs, and this code since its watchdog became nccl_watchdog.h (2026-11-28; that state
+// machine's every path is tested on the CPU, tests/comm/nccl_watchdog_test.cpp).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -9,9 +9,9 @@
 // Links: one NCCL communicator of two ranks per (sender GPU, receiver task, receiver GPU), the
 // sender its rank 0. The sender makes the link on its first transfer: ncclGetUniqueId, and the id
 // (hex) is the link's name in every ticket, so the receiver joins when the first header comes;
-// both sides create the communicator in NCCL's non-blocking mode, and a watchdog thread polls it
-// ready within `init_timeout`, else the link fails (a peer that never joins is an error, not a
-// hang). One direction per communicator, so each side issues only sends or only receives on it, in
+// both sides create the communicator in NCCL's non-blocking mode, and a watchdog thread
+// (nccl_watchdog.h, the same one as the collectives') polls it ready within `init_timeout`, else
+// the link fails (a peer that never joins is an error, not a hang). One direction per communicator, so each side issues only sends or only receives on it, in
 // ticket order (BasicIssueQueue<SequenceOrder>), and a link's transfers never wait for another's:
 // each link has its own stream (two tasks sending to each other on one stream would deadlock, each
 // send waiting for a receive queued behind the other's send).
@@ -32,7 +32,8 @@
 // (one GPU each, or one GPU shared as two NCCL hosts: tests/gpu/child_processes.h), and a graph
 // over three tasks' GPUs under mpirun (tests/cluster_mpi) sends through it both ways.
 // tests/comm_mpi/device_payloads_test.cpp runs the rendezvous's side of the contract with an
-// order-matched stand-in on the CPU. Not yet run: two real GPUs (NVLink or PCIe peer transfers).
+// order-matched stand-in on the CPU. Not yet run: two real GPUs (NVLink or PCIe peer transfers),
+// and this code since its watchdog became nccl_watchdog.h (2026-11-28; tested on the CPU).
 #pragma once
 
 #include <chrono>
