@@ -12,10 +12,12 @@
 // small thread-safe cache, so a repeated eager call costs a hash lookup, a stack-initialised
 // matmul descriptor and the launch.
 //
-// FusedMatMul's bias and relu run in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS / RELU_BIAS);
-// sigmoid and tanh, which cuBLASLt has no epilogue for, run in a small kernel after the bias
-// epilogue; where cuBLASLt offers no algorithm with the epilogue (or the bias is not 16-byte
-// aligned), the product runs without it and that kernel adds the bias too.
+// FusedMatMul's bias runs in cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS); its activation in a
+// small kernel after it, as weft's Relu/Sigmoid/Tanh compute it. Not CUBLASLT_EPILOGUE_RELU_BIAS:
+// its relu is max(x, 0), which turns a NaN into 0 (and -0 into +0) where weft's relu, on the CPU
+// and in the CUDA Relu, passes them through (tests/gpu/matmul_test.cpp checks a NaN bias). Where
+// cuBLASLt offers no algorithm with the epilogue (or the bias is not 16-byte aligned), the
+// product runs without it and that kernel adds the bias too.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -59,12 +61,11 @@ LtTypes lt_types(DType dtype) {
 }
 
 // What cuBLASLt adds after the product.
-enum class LtEpilogue : uint8_t { kNone, kBias, kReluBias };
+enum class LtEpilogue : uint8_t { kNone, kBias };
 
 cublasLtEpilogue_t lt_epilogue(LtEpilogue e) {
   switch (e) {
     case LtEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case LtEpilogue::kReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
     default: return CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
@@ -242,8 +243,7 @@ void run_gemm(const KernelContext& ctx, DType dtype, const GemmGeometry& g, cons
     return;
   }
   LtEpilogue wanted = LtEpilogue::kNone;
-  if (bias && reinterpret_cast<uintptr_t>(bias) % 16 == 0)
-    wanted = act == Activation::kRelu ? LtEpilogue::kReluBias : LtEpilogue::kBias;
+  if (bias && reinterpret_cast<uintptr_t>(bias) % 16 == 0) wanted = LtEpilogue::kBias;
   const LtTypes t = lt_types(dtype);
   const float one_f = 1.f, zero_f = 0.f;
   const double one_d = 1.0, zero_d = 0.0;
@@ -291,9 +291,8 @@ void run_gemm(const KernelContext& ctx, DType dtype, const GemmGeometry& g, cons
   }
   // FusedMatMul has one run: whatever cuBLASLt did not do is done here.
   const bool need_bias = bias && !epilogue_done;
-  const Activation rest = (act == Activation::kRelu && epilogue_done) ? Activation::kNone : act;
-  if (need_bias || rest != Activation::kNone) {
-    launch_bias_activation(dtype, c, need_bias ? bias : nullptr, rows, g.n, rest, cu.stream);
+  if (need_bias || act != Activation::kNone) {
+    launch_bias_activation(dtype, c, need_bias ? bias : nullptr, rows, g.n, act, cu.stream);
     check_launch(ctx);
   }
 }

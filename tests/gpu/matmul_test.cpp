@@ -253,6 +253,24 @@ TEST(CudaFusedMatMul, Float64MatchesCpu) { WEFT_REQUIRE_GPU(); check_fused(float
 TEST(CudaFusedMatMul, Float16MatchesCpuFloat32) { WEFT_REQUIRE_GPU(); check_fused(float16); }
 TEST(CudaFusedMatMul, BFloat16MatchesCpuFloat32) { WEFT_REQUIRE_GPU(); check_fused(bfloat16); }
 
+// relu passes NaN through on the GPU as on the CPU (cuBLASLt's RELU_BIAS epilogue, max(x, 0),
+// would make it 0): a NaN bias makes its column NaN, for every float dtype.
+TEST(CudaFusedMatMul, ReluPassesANanThroughLikeTheCpu) {
+  WEFT_REQUIRE_GPU();
+  const std::vector<float> bias = {std::nanf(""), -5.f, 0.5f, 2.f};  // product 3 everywhere
+  for (DType dt : {float32, float64, float16, bfloat16}) {
+    const std::vector<Tensor> ins = {make(dt, Shape{2, 3}, std::vector<float>(6, 1.f)),
+                                     make(dt, Shape{3, 4}, std::vector<float>(12, 1.f)), make(dt, Shape{4}, bias)};
+    const Tensor got = run_on(*gpu(), "FusedMatMul", ins, dt, Shape{2, 4}, {{"activation", std::string("relu")}});
+    for (int64_t row = 0; row < 2; ++row) {
+      EXPECT_TRUE(std::isnan(element(got, row * 4))) << dtype_name(dt) << " row " << row << ": " << element(got, row * 4);
+      EXPECT_EQ(element(got, row * 4 + 1), 0.0) << dtype_name(dt);
+      EXPECT_EQ(element(got, row * 4 + 2), 3.5) << dtype_name(dt);
+      EXPECT_EQ(element(got, row * 4 + 3), 5.0) << dtype_name(dt);
+    }
+  }
+}
+
 TEST(CudaFusedMatMul, RefusesABiasOfTheWrongSizeLikeTheCpu) {
   WEFT_REQUIRE_GPU();
   const auto v = uniform_values(12, 1, float32);
