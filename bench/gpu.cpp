@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/gpu_raw_launch.h"
 #include "bench/weft_mlp.h"
 #include "runtime/device.h"
 #include "weft/weft.h"
@@ -175,7 +176,8 @@ void small_eager(std::vector<Row>& rows, Device& gpu) {
 }
 
 // Where an eager call's time goes: the device's floor for one tiny operation (a memset queued
-// on a stream), the driver's stream-ordered allocation, weft's allocator, and each op alone.
+// on a stream, an empty kernel, relu(a + b) as two plain kernels on buffers made once), the
+// driver's stream-ordered allocation, weft's allocator, and each op alone.
 void eager_breakdown(std::vector<Row>& rows, Device& gpu) {
   try {
     DeviceScope scope("/gpu:0");
@@ -193,6 +195,16 @@ void eager_breakdown(std::vector<Row>& rows, Device& gpu) {
     }, calls);
     cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     cuda_ok(cudaFree(block), "cudaFree");
+    // Plain kernels with buffers made once: the launches' own cost, with nothing of weft's.
+    const double empty_launch = bench::seconds_per_call([&] { bench::raw_empty_launch(stream); }, calls);
+    float* raw = nullptr;
+    cuda_ok(cudaMalloc(&raw, 4 * 4 * sizeof(float)), "cudaMalloc");
+    cuda_ok(cudaMemsetAsync(raw, 0, 4 * 4 * sizeof(float), stream), "cudaMemsetAsync");
+    const double raw_add_relu =
+        bench::seconds_per_call([&] { bench::raw_add_relu(raw, raw + 4, raw + 8, raw + 12, 4, stream); }, calls);
+    cuda_ok(cudaGetLastError(), "raw launches");
+    cuda_ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    cuda_ok(cudaFree(raw), "cudaFree");
     cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy");
     const double set_device = bench::seconds_per_call([&] { cudaSetDevice(gpu.index()); }, calls);
     const double last_error = bench::seconds_per_call([&] { (void)cudaGetLastError(); }, calls);
@@ -203,6 +215,9 @@ void eager_breakdown(std::vector<Row>& rows, Device& gpu) {
     const double relu_only = bench::seconds_per_call([&] { Tensor z = relu(x); }, calls);
     gpu.synchronize();
     rows.push_back({"  floor: cudaMemsetAsync 16 B, per call", fmt("%.2f us", memset * 1e6), "", "", "breakdown"});
+    rows.push_back({"  floor: empty kernel <<<1, 1>>>, per launch", fmt("%.2f us", empty_launch * 1e6), "", "", "breakdown"});
+    rows.push_back({"  floor: relu(a + b) as 2 plain kernels, 4 floats", fmt("%.2f us", raw_add_relu * 1e6), "", "",
+                    "breakdown"});
     rows.push_back({"  cudaMallocAsync + cudaFreeAsync 16 B", fmt("%.2f us", driver_alloc * 1e6), "", "", "breakdown"});
     rows.push_back({"  cudaSetDevice (the current one)", fmt("%.3f us", set_device * 1e6), "", "", "breakdown"});
     rows.push_back({"  cudaGetLastError", fmt("%.3f us", last_error * 1e6), "", "", "breakdown"});
