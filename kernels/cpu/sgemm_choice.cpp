@@ -1,10 +1,13 @@
 #include "kernels/cpu/sgemm_choice.h"
 
+#include <cblas.h>
 #include <cpuid.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "runtime/error.h"
 
@@ -38,10 +41,18 @@ CpuFeatures read_features() {
   const bool intel = __builtin_cpu_is("intel");
   const bool amd = __builtin_cpu_is("amd");
   f.full_width_avx512 = intel || (amd && cpu_family() >= 0x1A);
+  f.blas_avx512 = blas_core_has_avx512(openblas_get_corename());
   return f;
 }
 
 }  // namespace
+
+bool blas_core_has_avx512(const char* core) {
+  if (!core) return false;
+  std::string name(core);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name == "skylakex" || name == "cooperlake" || name == "sapphirerapids";
+}
 
 SgemmChoice parse_sgemm_choice(std::string_view text) {
   if (text == "auto" || text.empty()) return SgemmChoice::kAuto;
@@ -73,6 +84,7 @@ bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g) {
     const bool very_narrow = g.n <= kOwnAvx2MaxColsAnyK && !g.ta && g.m >= 128;
     return very_narrow || (g.m >= 1024 && g.n <= kOwnSgemmMaxCols && g.k <= 128);
   }
+  if (cpu.blas_avx512) return g.n <= kOwnBlasAvx512MaxCols && g.m >= kOwnBlasAvx512MinRows;
   const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
   return narrow || (cpu.full_width_avx512 && g.m >= 48 && g.n >= 32);
 }

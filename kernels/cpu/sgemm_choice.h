@@ -13,6 +13,13 @@
 //     inner dimension (k <= 128: 10% faster). Elsewhere its kernel reaches about 90% of
 //     OpenBLAS's hand-written Haswell kernels (single-threaded, on a Zen 3 VM).
 //   - neither: OpenBLAS, always.
+//   - AVX-512F where OpenBLAS runs its own AVX-512 kernels (its core is SkylakeX, Cooperlake or
+//     SapphireRapids; Debian's runtime-dispatched OpenBLAS picks them by CPU model): OpenBLAS,
+//     except tall products of at most 32 columns and at least 2048 rows, where weft's kernel is
+//     1.1-1.8x faster (60000x128 by 128x10: 74 vs 41 GFLOP/s; 4096x784 by 784x32: 162 vs 145).
+//     Elsewhere OpenBLAS's AVX-512 kernels win by 5-40% (2048^3: 220 vs 196 GFLOP/s, 512^3: 239
+//     vs 174, 100x784 by 784x1000: 212 vs 151; a 2-core Cascade Lake at 2.5 GHz, 2026-11-28),
+//     and the rules below were measured against OpenBLAS running AVX2 kernels.
 //   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
 //     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.
 //   - other products with m >= 48 and n >= 32: weft's kernel where the cores execute 512-bit
@@ -31,8 +38,8 @@
 //   WEFT_SGEMM=own    weft's kernel for every float product it can take (CPUs with AVX2 and FMA)
 //   WEFT_SGEMM=blas   OpenBLAS for every product
 //
-// Every process on machines with the same CPU model, thread count and setting computes the same
-// bits. Pin own or blas for equal bits across CPU models (own: among all CPUs with AVX2 and FMA,
+// Every process on machines with the same CPU model, OpenBLAS build, thread count and setting
+// computes the same bits. Pin own or blas for equal bits across CPU models (own: among all CPUs with AVX2 and FMA,
 // since both variants follow one order of operations (sgemm_driver.h); blas: with the same
 // OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
@@ -58,14 +65,21 @@ struct CpuFeatures {
   bool avx512f = false;            // the AVX-512 variant can run
   bool full_width_avx512 = false;  // 512-bit FMAs execute at full width, not as two 256-bit halves
   bool avx2_fma = false;           // the AVX2 variant can run
+  bool blas_avx512 = false;        // OpenBLAS's kernels for this CPU are AVX-512 ones
 };
 
+// Whether an OpenBLAS core (openblas_get_corename(), any case) has AVX-512 SGEMM kernels.
+bool blas_core_has_avx512(const char* core);
+
 // From cpuid: avx512f from leaf 7 (and the OS saving the ZMM state), full width from the vendor
-// and family as described above. Read once.
+// and family as described above; blas_avx512 from the core OpenBLAS chose. Read once.
 const CpuFeatures& host_cpu_features();
 
 // The widest product counted as narrow.
 constexpr int64_t kOwnSgemmMaxCols = 128;
+// Where OpenBLAS has AVX-512 kernels: the widest and the shortest product given to weft's.
+constexpr int64_t kOwnBlasAvx512MaxCols = 32;
+constexpr int64_t kOwnBlasAvx512MinRows = 2048;
 // Without AVX-512: the widest product given to the AVX2 variant whatever its inner dimension.
 constexpr int64_t kOwnAvx2MaxColsAnyK = 16;
 

@@ -56,8 +56,9 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
   EXPECT_EQ(use_own_sgemm(tiny), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(empty_k));  // nothing to multiply: the callers fill C themselves
   set_sgemm_choice(SgemmChoice::kAuto);
-  // 600 rows: narrow enough for the AVX-512 variant, too short for the AVX2 one.
-  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512());
+  // 600 rows: narrow enough for the AVX-512 variant (unless OpenBLAS has AVX-512 kernels too), too
+  // short for the AVX2 one.
+  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512() && !host_cpu_features().blas_avx512);
   EXPECT_EQ(use_own_sgemm(GemmArgs{60000, 10, 128, false, false, 128, 10, 10}), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(tiny));
   const GemmArgs general{256, 1000, 784, false, false, 784, 1000, 1000};
@@ -68,6 +69,14 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
 
 // The rule under auto reads nothing but the features and the shape: every CPU kind against the
 // shapes on each side of its thresholds.
+TEST(SgemmChoice, OpenBlasCoresWithAvx512KernelsAreKnownByName) {
+  for (const char* core : {"SkylakeX", "skylakex", "COOPERLAKE", "SapphireRapids"})
+    EXPECT_TRUE(blas_core_has_avx512(core)) << core;
+  for (const char* core : {"Haswell", "Zen", "Prescott", "Sandybridge", "", "SkylakeX2"})
+    EXPECT_FALSE(blas_core_has_avx512(core)) << core;
+  EXPECT_FALSE(blas_core_has_avx512(nullptr));
+}
+
 TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
   const CpuFeatures none{}, avx2{.avx2_fma = true};
   const CpuFeatures half_width{.avx512f = true, .full_width_avx512 = false, .avx2_fma = true};
@@ -103,6 +112,15 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
     EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
     EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
   }
+  // Where OpenBLAS runs AVX-512 kernels, only tall products of at most 32 columns are weft's.
+  const CpuFeatures blas_avx512{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true, .blas_avx512 = true};
+  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(2048, 32, 784)));
+  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(60000, 10, 128)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2047, 32, 784)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 33, 784)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 2048, 2048)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(600, 128, 700)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 10, 0)));
   GemmArgs very_narrow_transposed = args(1000, 10, 784);
   very_narrow_transposed.ta = true;  // the AVX2 variant would pack A: OpenBLAS is faster
   EXPECT_FALSE(own_sgemm_for(avx2, very_narrow_transposed));
