@@ -15,11 +15,13 @@
 //   - neither: OpenBLAS, always.
 //   - AVX-512F where OpenBLAS runs its own AVX-512 kernels (its core is SkylakeX, Cooperlake or
 //     SapphireRapids; Debian's runtime-dispatched OpenBLAS picks them by CPU model): OpenBLAS,
-//     except tall products of at most 32 columns and at least 2048 rows, where weft's kernel is
-//     1.1-1.8x faster (60000x128 by 128x10: 74 vs 41 GFLOP/s; 4096x784 by 784x32: 162 vs 145).
-//     Elsewhere OpenBLAS's AVX-512 kernels win by 5-40% (2048^3: 220 vs 196 GFLOP/s, 512^3: 239
-//     vs 174, 100x784 by 784x1000: 212 vs 151; a 2-core Cascade Lake at 2.5 GHz, 2026-11-28),
-//     and the rules below were measured against OpenBLAS running AVX2 kernels.
+//     except tall narrow products: at most 32 columns and 2048 rows or more (60000x128 by 128x10:
+//     74 vs 41 GFLOP/s; 2048x784 by 784x10: 80 vs 64), or at most 128 columns and 4096 rows or
+//     more (60000x784 by 784x128: 204 vs 177; 4096x784 by 784x64: 192 vs 165), where weft's kernel
+//     wins. Elsewhere OpenBLAS's AVX-512 kernels win by up to 40% (2048^3: 250 vs 196 GFLOP/s,
+//     512^3: 239 vs 174, 8192x512 by 512x512: 225 vs 171) or tie (2048x784 by 784x128: 206 vs
+//     193). Best of alternating runs on a 2-core Cascade Lake at 2.5 GHz, 2026-11-28. The rules
+//     below were measured against OpenBLAS running AVX2 kernels.
 //   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
 //     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.
 //   - other products with m >= 48 and n >= 32: weft's kernel where the cores execute 512-bit
@@ -77,9 +79,11 @@ const CpuFeatures& host_cpu_features();
 
 // The widest product counted as narrow.
 constexpr int64_t kOwnSgemmMaxCols = 128;
-// Where OpenBLAS has AVX-512 kernels: the widest and the shortest product given to weft's.
-constexpr int64_t kOwnBlasAvx512MaxCols = 32;
-constexpr int64_t kOwnBlasAvx512MinRows = 2048;
+// Where OpenBLAS has AVX-512 kernels: the shortest very narrow (at most 32 columns) and the
+// shortest narrow (at most kOwnSgemmMaxCols) product given to weft's kernel.
+constexpr int64_t kOwnBlasAvx512VeryNarrowCols = 32;
+constexpr int64_t kOwnBlasAvx512VeryNarrowRows = 2048;
+constexpr int64_t kOwnBlasAvx512NarrowRows = 4096;
 // Without AVX-512: the widest product given to the AVX2 variant whatever its inner dimension.
 constexpr int64_t kOwnAvx2MaxColsAnyK = 16;
 

@@ -112,12 +112,16 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
     EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
     EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
   }
-  // Where OpenBLAS runs AVX-512 kernels, only tall products of at most 32 columns are weft's.
+  // Where OpenBLAS runs AVX-512 kernels, only tall narrow products are weft's.
   const CpuFeatures blas_avx512{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true, .blas_avx512 = true};
   EXPECT_TRUE(own_sgemm_for(blas_avx512, args(2048, 32, 784)));
   EXPECT_TRUE(own_sgemm_for(blas_avx512, args(60000, 10, 128)));
   EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2047, 32, 784)));
   EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 33, 784)));
+  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(4096, 128, 784)));
+  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(60000, 128, 784)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(4095, 128, 784)));
+  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(60000, 129, 784)));
   EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 2048, 2048)));
   EXPECT_FALSE(own_sgemm_for(blas_avx512, args(600, 128, 700)));
   EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 10, 0)));
