@@ -84,11 +84,8 @@ bool own_sgemm_for(const CpuFeatures& cpu, const GemmArgs& g) {
     const bool very_narrow = g.n <= kOwnAvx2MaxColsAnyK && !g.ta && g.m >= 128;
     return very_narrow || (g.m >= 1024 && g.n <= kOwnSgemmMaxCols && g.k <= 128);
   }
-  if (cpu.blas_avx512)
-    return (g.n <= kOwnBlasAvx512VeryNarrowCols && g.m >= kOwnBlasAvx512VeryNarrowRows) ||
-           (g.n <= kOwnSgemmMaxCols && g.m >= kOwnBlasAvx512NarrowRows);
   const bool narrow = g.n <= kOwnSgemmMaxCols && (g.m >= 1024 || (g.n >= 32 && g.m >= 64));
-  return narrow || (cpu.full_width_avx512 && g.m >= 48 && g.n >= 32);
+  return narrow || (cpu.full_width_avx512 && !cpu.blas_avx512 && g.m >= 48 && g.n >= 32);
 }
 
 }  // namespace weft::cpu

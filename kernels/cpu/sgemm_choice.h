@@ -13,23 +13,21 @@
 //     inner dimension (k <= 128: 10% faster). Elsewhere its kernel reaches about 90% of
 //     OpenBLAS's hand-written Haswell kernels (single-threaded, on a Zen 3 VM).
 //   - neither: OpenBLAS, always.
-//   - AVX-512F where OpenBLAS runs its own AVX-512 kernels (its core is SkylakeX, Cooperlake or
-//     SapphireRapids; Debian's runtime-dispatched OpenBLAS picks them by CPU model): OpenBLAS,
-//     except tall narrow products: at most 32 columns and 2048 rows or more (60000x128 by 128x10:
-//     74 vs 41 GFLOP/s; 2048x784 by 784x10: 80 vs 64), or at most 128 columns and 4096 rows or
-//     more (60000x784 by 784x128: 204 vs 177; 4096x784 by 784x64: 192 vs 165), where weft's kernel
-//     wins. Elsewhere OpenBLAS's AVX-512 kernels win by up to 40% (2048^3: 250 vs 196 GFLOP/s,
-//     512^3: 239 vs 174, 8192x512 by 512x512: 225 vs 171) or tie (2048x784 by 784x128: 206 vs
-//     193). Best of alternating runs on a 2-core Cascade Lake at 2.5 GHz, 2026-11-28. The rules
-//     below were measured against OpenBLAS running AVX2 kernels.
 //   - narrow products with enough rows (n <= 128 columns; m >= 1024, or n >= 32 and m >= 64):
-//     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS.
+//     weft's kernel on every AVX-512 CPU measured, 20-35% faster than OpenBLAS running AVX2
+//     kernels, and level or faster where OpenBLAS has AVX-512 ones (below).
 //   - other products with m >= 48 and n >= 32: weft's kernel where the cores execute 512-bit
-//     FMAs at full width (Intel's AVX-512 parts; AMD from Zen 5, family 1Ah). There Debian's
-//     OpenBLAS runs AVX2 kernels at about half the speed (512^3: 482 vs 232 GFLOP/s on 2 cores;
-//     1.3-3x for m >= 128). On Zen 4 (family 19h), whose 512-bit FMAs are two 256-bit halves,
-//     OpenBLAS's cache blocking wins the large squares (2048^3: 208 vs 147 GFLOP/s), so they
-//     stay with OpenBLAS.
+//     FMAs at full width (Intel's AVX-512 parts; AMD from Zen 5, family 1Ah) and OpenBLAS runs
+//     AVX2 kernels there, at about half the speed (512^3: 482 vs 232 GFLOP/s on 2 cores; 1.3-3x
+//     for m >= 128). Not where OpenBLAS has AVX-512 kernels of its own for the CPU (its core is
+//     SkylakeX, Cooperlake or SapphireRapids: Debian's runtime-dispatched OpenBLAS picks them by
+//     CPU model): there they win these shapes by up to 40% (2048^3: 250 vs 196 GFLOP/s, 512^3:
+//     239 vs 174, 8192x512 by 512x512: 225 vs 171; seed 004's deep layers 114 vs 141 ms), while
+//     the narrow products above stay weft's, level or faster (60000x784 by 784x128: 204 vs 177;
+//     256x784 by 784x128: 194 vs 180; the MLP training step 0.92 vs 1.02 ms). Best of
+//     alternating runs on a 2-core Cascade Lake at 2.5 GHz, 2026-11-28. On Zen 4 (family 19h),
+//     whose 512-bit FMAs are two 256-bit halves, OpenBLAS's cache blocking wins the large squares
+//     (2048^3: 208 vs 147 GFLOP/s), so they stay with OpenBLAS.
 //   - the rest (fewer than 32 columns or 48 rows): OpenBLAS, whose small-matrix kernels are better
 //     there (a 16-wide tile is mostly padding; 60 x 10 x 784 measured 2x slower in weft's).
 // AMD's mobile Zen 5 parts double-pump 512-bit FMAs like Zen 4 but share family 1Ah, so they
@@ -41,8 +39,8 @@
 //   WEFT_SGEMM=blas   OpenBLAS for every product
 //
 // Every process on machines with the same CPU model, OpenBLAS build, thread count and setting
-// computes the same bits. Pin own or blas for equal bits across CPU models (own: among all CPUs with AVX2 and FMA,
-// since both variants follow one order of operations (sgemm_driver.h); blas: with the same
+// computes the same bits. Pin own or blas for equal bits across CPU models (own: among all CPUs
+// with AVX2 and FMA, since both variants follow one order of operations (sgemm_driver.h); blas: with the same
 // OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
 
@@ -79,11 +77,6 @@ const CpuFeatures& host_cpu_features();
 
 // The widest product counted as narrow.
 constexpr int64_t kOwnSgemmMaxCols = 128;
-// Where OpenBLAS has AVX-512 kernels: the shortest very narrow (at most 32 columns) and the
-// shortest narrow (at most kOwnSgemmMaxCols) product given to weft's kernel.
-constexpr int64_t kOwnBlasAvx512VeryNarrowCols = 32;
-constexpr int64_t kOwnBlasAvx512VeryNarrowRows = 2048;
-constexpr int64_t kOwnBlasAvx512NarrowRows = 4096;
 // Without AVX-512: the widest product given to the AVX2 variant whatever its inner dimension.
 constexpr int64_t kOwnAvx2MaxColsAnyK = 16;
 

@@ -56,9 +56,8 @@ TEST(SgemmChoice, ForcedChoicesRouteEveryProduct) {
   EXPECT_EQ(use_own_sgemm(tiny), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(empty_k));  // nothing to multiply: the callers fill C themselves
   set_sgemm_choice(SgemmChoice::kAuto);
-  // 600 rows: narrow enough for the AVX-512 variant (unless OpenBLAS has AVX-512 kernels too), too
-  // short for the AVX2 one.
-  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512() && !host_cpu_features().blas_avx512);
+  // 600 rows: narrow enough for the AVX-512 variant, too short for the AVX2 one.
+  EXPECT_EQ(use_own_sgemm(narrow), sgemm_has_avx512());
   EXPECT_EQ(use_own_sgemm(GemmArgs{60000, 10, 128, false, false, 128, 10, 10}), sgemm_available());
   EXPECT_FALSE(use_own_sgemm(tiny));
   const GemmArgs general{256, 1000, 784, false, false, 784, 1000, 1000};
@@ -81,6 +80,8 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
   const CpuFeatures none{}, avx2{.avx2_fma = true};
   const CpuFeatures half_width{.avx512f = true, .full_width_avx512 = false, .avx2_fma = true};
   const CpuFeatures full_width{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true};
+  // Where OpenBLAS runs AVX-512 kernels of its own: the narrow products only, as on half width.
+  const CpuFeatures blas_avx512{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true, .blas_avx512 = true};
   auto args = [](int64_t m, int64_t n, int64_t k) { return GemmArgs{m, n, k, false, false, k, n, n}; };
   struct Case {
     GemmArgs g;
@@ -111,20 +112,8 @@ TEST(SgemmChoice, RuleIsAFunctionOfFeaturesAndShape) {
     EXPECT_EQ(own_sgemm_for(avx2, c.g), c.avx2) << c.what << " with AVX2 only";
     EXPECT_EQ(own_sgemm_for(half_width, c.g), c.half) << c.what << " on half-width AVX-512";
     EXPECT_EQ(own_sgemm_for(full_width, c.g), c.full) << c.what << " on full-width AVX-512";
+    EXPECT_EQ(own_sgemm_for(blas_avx512, c.g), c.half) << c.what << " where OpenBLAS has AVX-512 kernels";
   }
-  // Where OpenBLAS runs AVX-512 kernels, only tall narrow products are weft's.
-  const CpuFeatures blas_avx512{.avx512f = true, .full_width_avx512 = true, .avx2_fma = true, .blas_avx512 = true};
-  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(2048, 32, 784)));
-  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(60000, 10, 128)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2047, 32, 784)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 33, 784)));
-  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(4096, 128, 784)));
-  EXPECT_TRUE(own_sgemm_for(blas_avx512, args(60000, 128, 784)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(4095, 128, 784)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(60000, 129, 784)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 2048, 2048)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(600, 128, 700)));
-  EXPECT_FALSE(own_sgemm_for(blas_avx512, args(2048, 10, 0)));
   GemmArgs very_narrow_transposed = args(1000, 10, 784);
   very_narrow_transposed.ta = true;  // the AVX2 variant would pack A: OpenBLAS is faster
   EXPECT_FALSE(own_sgemm_for(avx2, very_narrow_transposed));
