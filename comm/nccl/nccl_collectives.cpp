@@ -47,9 +47,7 @@ cudaStream_t nccl_stream(int device) {
 struct NcclCollectives::Impl {
   // A group's communicator under one id.
   struct Comm final : NcclChannel {
-    std::pair<int64_t, std::string> key;  // (group key, hex id)
     CollectiveParams group;               // for messages: the group's members and this rank
-    int device = 0;
     ncclComm_t comm = nullptr;
     std::mutex nccl_mu;                   // one NCCL call on `comm` at a time
     NcclIssueQueue queue;
@@ -73,8 +71,8 @@ struct NcclCollectives::Impl {
   // One collective: its tensors stay with it until it completes, or, aborted, until its event does.
   struct Op final : NcclLaunch {
     Op(std::shared_ptr<Comm> c, NcclCall call, Done done, NcclEvents events)
-        : NcclLaunch(c), comm(std::move(c)), call(std::move(call)), done(std::move(done)), events(std::move(events)) {}
-    std::shared_ptr<Comm> comm;
+        : NcclLaunch(std::move(c)), call(std::move(call)), done(std::move(done)), events(std::move(events)) {}
+    Comm& comm() const { return static_cast<Comm&>(*channel()); }
     NcclCall call;
     Done done;
     CollectiveInstanceKey key;
@@ -129,9 +127,7 @@ struct NcclCollectives::Impl {
       return it->second;
     }
     auto comm = std::make_shared<Comm>();
-    comm->key = key;
     comm->group = c.p;
-    comm->device = c.device;
     const NcclIdBytes bytes = decode_nccl_id(c.p.nccl_id, c.p.op);
     ncclUniqueId id;
     std::memcpy(id.internal, bytes.data(), kNcclIdBytes);
@@ -175,10 +171,10 @@ struct NcclCollectives::Impl {
     watchdog.watch(op);
     std::weak_ptr<Op> weak = op;
     try {
-      op->comm->queue.submit(
+      op->comm().queue.submit(
           op->key, [this, op] { return issue(*op); },
           [this, weak](std::exception_ptr error) {
-            if (auto o = weak.lock()) watchdog.abort({o->comm}, error);
+            if (auto o = weak.lock()) watchdog.abort({o->channel()}, error);
           });
     } catch (...) {
       // Out of order (checked before queuing): only this collective fails; the communicator's
@@ -190,7 +186,7 @@ struct NcclCollectives::Impl {
 
   // Launches `op` on its communicator; true when the launch is complete (the queue's contract).
   bool issue(Op& op) {
-    Comm& c = *op.comm;
+    Comm& c = op.comm();
     const NcclCall& call = op.call;
     ncclResult_t r;
     {
@@ -206,7 +202,7 @@ struct NcclCollectives::Impl {
   // The NCCL calls of `op`, in one group; the caller holds its communicator's nccl_mu. Returns
   // ncclGroupEnd's ncclSuccess or ncclInProgress, else throws.
   ncclResult_t launch(Op& op) {
-    Comm& c = *op.comm;
+    Comm& c = op.comm();
     const NcclCall& call = op.call;
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
     cudaStream_t stream = nccl_stream(call.device);

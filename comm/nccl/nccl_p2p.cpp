@@ -78,7 +78,7 @@ class NcclPayloads final : public DevicePayloads {
       watchdog_.watch(op);
     }
     submit(op);
-    return {op->link->id, op->sequence};
+    return {op->link().id, op->sequence};
   }
 
   void recv(int peer, const RendezvousKey& key, DType dtype, const Shape& shape, const DevicePayloadTicket& ticket,
@@ -174,8 +174,8 @@ class NcclPayloads final : public DevicePayloads {
   // its handler (report), and aborts every transfer of the step.
   struct Op final : NcclLaunch {
     Op(std::shared_ptr<Link> l, Tensor v, NcclEvents e)
-        : NcclLaunch(l), link(std::move(l)), value(std::move(v)), events(std::move(e)) {}
-    std::shared_ptr<Link> link;
+        : NcclLaunch(std::move(l)), value(std::move(v)), events(std::move(e)) {}
+    Link& link() const { return static_cast<Link&>(*channel()); }
     uint64_t sequence = 0;
     Tensor value;
     Arrived arrived;     // null for a send
@@ -183,8 +183,8 @@ class NcclPayloads final : public DevicePayloads {
 
     NcclPoll poll_completion() override { return poll_nccl_event(events.finished); }
     void finish_launch() override {
-      check_cuda(cudaSetDevice(link->ends.device), "cudaSetDevice");
-      check_cuda(cudaEventRecord(events.finished, link->stream), "cudaEventRecord(nccl link)");
+      check_cuda(cudaSetDevice(link().ends.device), "cudaSetDevice");
+      check_cuda(cudaEventRecord(events.finished, link().stream), "cudaEventRecord(nccl link)");
     }
     void complete() override {
       if (arrived) arrived(std::move(value));
@@ -230,7 +230,7 @@ class NcclPayloads final : public DevicePayloads {
   void submit(const std::shared_ptr<Op>& op) {
     std::weak_ptr<Op> weak = op;
     try {
-      op->link->queue.submit(
+      op->link().queue.submit(
           SequenceNumber{op->sequence}, [this, op] { return issue(*op); },
           [this, weak](std::exception_ptr error) {
             if (weak.lock()) report(error);
@@ -245,7 +245,7 @@ class NcclPayloads final : public DevicePayloads {
 
   // Launches `op` on its link; true when the launch is complete (the queue's contract).
   bool issue(Op& op) {
-    Link& l = *op.link;
+    Link& l = op.link();
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> nccl_lock(l.nccl_mu);

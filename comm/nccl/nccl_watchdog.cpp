@@ -200,19 +200,18 @@ std::optional<NcclWatchdog::Clock::duration> NcclWatchdog::poll_once() {
 
   std::lock_guard<std::mutex> lock(mu_);
   if (in_flight || !zombies_.empty()) return naps_.in_flight;
-  if (!launches_.empty()) return naps_.waiting;
-  for (const auto& c : channels_)
-    if (c->state_ == NcclChannel::State::kInitializing) return naps_.waiting;
+  if (watching_locked()) return naps_.waiting;
   return std::nullopt;
 }
 
+bool NcclWatchdog::watching_locked() const {
+  if (!launches_.empty() || !zombies_.empty()) return true;
+  for (const auto& c : channels_)
+    if (c->state_ == NcclChannel::State::kInitializing) return true;
+  return false;
+}
+
 void NcclWatchdog::run() {
-  auto something_to_watch = [&] {
-    if (!launches_.empty() || !zombies_.empty()) return true;
-    for (const auto& c : channels_)
-      if (c->state_ == NcclChannel::State::kInitializing) return true;
-    return false;
-  };
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     lock.unlock();
@@ -225,7 +224,7 @@ void NcclWatchdog::run() {
     lock.lock();
     if (stopping_) break;
     if (nap) cv_.wait_for(lock, *nap);
-    else cv_.wait(lock, [&] { return stopping_ || something_to_watch(); });
+    else cv_.wait(lock, [&] { return stopping_ || watching_locked(); });
   }
 }
 

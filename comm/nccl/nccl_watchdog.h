@@ -162,6 +162,7 @@ class NcclWatchdog {
  private:
   void run();
   void finish(NcclLaunch& launch);  // finish_launch(), then in flight unless failed meanwhile
+  bool watching_locked() const;     // anything to look at: launches, zombies, channels coming up
 
   const std::chrono::milliseconds init_timeout_;
   const Failure on_failure_;

@@ -40,8 +40,8 @@
 //
 // Every process on machines with the same CPU model, OpenBLAS build, thread count and setting
 // computes the same bits. Pin own or blas for equal bits across CPU models (own: among all CPUs
-// with AVX2 and FMA, since both variants follow one order of operations (sgemm_driver.h); blas: with the same
-// OpenBLAS build and the same kernels chosen by it for the cores).
+// with AVX2 and FMA, since both variants follow one order of operations (sgemm_driver.h); blas:
+// with the same OpenBLAS build and the same kernels chosen by it for the cores).
 #pragma once
 
 #include <cstdint>
