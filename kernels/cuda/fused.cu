@@ -4,9 +4,12 @@
 // opcode calls the functor of the CUDA kernel of its op (elementwise_ops.cuh), so a fused program
 // gives the bits the separate CUDA ops give.
 //
-// The program and the inputs' geometry go to the GPU in one small buffer, copied on the stream
-// (any number of inputs; a kernel argument would bound it); the program is then staged in shared
-// memory per block. Inputs with the output's element count are read at the output's index, as on
+// The program and the inputs' geometry travel with the launch as one kernel argument when they
+// are small (up to kInlineInstrs instructions and kInlineInputs inputs: an eager chain, and nearly
+// every traced group), so a call is one launch and nothing else; a larger program goes to the GPU
+// in a small buffer copied on the stream first (a pageable copy costs the host several
+// microseconds, more than the launch). Either way the program is then staged in shared memory
+// per block. Inputs with the output's element count are read at the output's index, as on
 // the CPU, one-element inputs at 0, and the others through their own merged broadcast strides.
 // Each output element is written by the thread that read the inputs' elements at that index,
 // after reading them, so the output may alias an input of its shape.
@@ -66,12 +69,22 @@ __device__ __forceinline__ T apply(int32_t op, T a, T b) {
   }
 }
 
+// A program small enough to be a kernel argument (4 KiB at most; this is about 1.7 KiB).
+inline constexpr int kInlineInstrs = 32;
+inline constexpr int kInlineInputs = 8;
+struct InlineProgram {
+  Instr code[kInlineInstrs];
+  FusedInput inputs[kInlineInputs];
+};
+static_assert(sizeof(InlineProgram) + 64 <= 4096, "kernel arguments are limited to 4 KiB");
+
 // Index is uint32_t when the output has fewer than 2^31 elements (cheaper division), else int64_t;
-// kRegs bounds the program's registers (the register file is a local array).
+// kRegs bounds the program's registers (the register file is a local array). `program` and
+// `inputs` point to global memory or into the launch's __grid_constant__ argument.
 template <class T, int kRegs, class Index>
-__global__ void fused_elementwise_kernel(const Instr* __restrict__ program, int count,
-                                         const FusedInput* __restrict__ inputs, int num_inputs, int output, T* out,
-                                         int64_t n) {
+__device__ __forceinline__ void run_program(const Instr* __restrict__ program, int count,
+                                            const FusedInput* __restrict__ inputs, int num_inputs, int output, T* out,
+                                            int64_t n) {
   __shared__ Instr code[fused::kMaxInstructions];
   for (int k = threadIdx.x; k < count; k += blockDim.x) code[k] = program[k];
   __syncthreads();
@@ -102,17 +115,46 @@ __global__ void fused_elementwise_kernel(const Instr* __restrict__ program, int 
   }
 }
 
+template <class T, int kRegs, class Index>
+__global__ void fused_table_kernel(const Instr* __restrict__ program, int count, const FusedInput* __restrict__ inputs,
+                                   int num_inputs, int output, T* out, int64_t n) {
+  run_program<T, kRegs, Index>(program, count, inputs, num_inputs, output, out, n);
+}
+
+// __grid_constant__: the argument is read where the launch put it, never copied per thread.
+template <class T, int kRegs, class Index>
+__global__ void fused_inline_kernel(const __grid_constant__ InlineProgram p, int count, int num_inputs, int output,
+                                    T* out, int64_t n) {
+  run_program<T, kRegs, Index>(p.code, count, p.inputs, num_inputs, output, out, n);
+}
+
+// Where the program comes from: a table in device memory, or the kernel argument.
+struct ProgramSource {
+  const Instr* table_program = nullptr;  // null: `inline_program` holds it
+  const FusedInput* table_inputs = nullptr;
+  const InlineProgram* inline_program = nullptr;
+};
+
+template <class T, int kRegs, class Index>
+void launch_with(cudaStream_t stream, const LaunchGeometry& lg, const ProgramSource& src, int count, int num_inputs,
+                 int output, T* out, int64_t n) {
+  if (src.inline_program)
+    fused_inline_kernel<T, kRegs, Index>
+        <<<lg.blocks, lg.threads, 0, stream>>>(*src.inline_program, count, num_inputs, output, out, n);
+  else
+    fused_table_kernel<T, kRegs, Index>
+        <<<lg.blocks, lg.threads, 0, stream>>>(src.table_program, count, src.table_inputs, num_inputs, output, out, n);
+}
+
 template <class T, int kRegs>
-void launch(const KernelContext& ctx, const Instr* program, int count, const FusedInput* inputs, int num_inputs,
-            int output, T* out, int64_t n) {
+void launch(const KernelContext& ctx, const ProgramSource& src, int count, int num_inputs, int output, T* out,
+            int64_t n) {
   CudaContext& cu = cuda_context(ctx);
   const LaunchGeometry lg = launch_geometry(n);
   if (n <= std::numeric_limits<int32_t>::max())
-    fused_elementwise_kernel<T, kRegs, uint32_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(program, count, inputs,
-                                                                                          num_inputs, output, out, n);
+    launch_with<T, kRegs, uint32_t>(cu.stream, lg, src, count, num_inputs, output, out, n);
   else
-    fused_elementwise_kernel<T, kRegs, int64_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(program, count, inputs,
-                                                                                         num_inputs, output, out, n);
+    launch_with<T, kRegs, int64_t>(cu.stream, lg, src, count, num_inputs, output, out, n);
   check_launch(ctx);
 }
 
@@ -151,24 +193,33 @@ void fused_kernel(KernelContext& ctx) {
     }
   }
 
-  // [program][inputs] in one device buffer; FusedInput's 8-byte alignment holds after 16-byte Instrs.
-  const size_t program_bytes = sizeof(Instr) * static_cast<size_t>(prog.count);
-  const size_t bytes = program_bytes + sizeof(FusedInput) * inputs.size();
-  std::vector<unsigned char> host(bytes);
-  std::memcpy(host.data(), prog.code, program_bytes);
-  std::memcpy(host.data() + program_bytes, inputs.data(), sizeof(FusedInput) * inputs.size());
-  Tensor table = Tensor::empty(uint8, Shape{static_cast<int64_t>(bytes)}, &ctx.device);
-  CudaContext& cu = cuda_context(ctx);
-  // From pageable memory this returns once `host` has been read; the copy is ordered on the stream.
-  check_cuda(cudaMemcpyAsync(table.raw_data(), host.data(), bytes, cudaMemcpyHostToDevice, cu.stream),
-             "copying a fused program to the GPU");
-  const auto* d_program = static_cast<const Instr*>(table.raw_data());
-  const auto* d_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(table.raw_data()) +
-                                                             program_bytes);
   T* out = static_cast<T*>(out_t.raw_data());
-  if (prog.num_registers <= 8) launch<T, 8>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
-  else if (prog.num_registers <= 32) launch<T, 32>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
-  else launch<T, fused::kMaxRegisters>(ctx, d_program, prog.count, d_inputs, num_inputs, prog.output, out, n);
+  ProgramSource src;
+  InlineProgram inline_program;  // the launch copies it into the kernel's argument
+  Tensor table;                  // the larger programs' device copy, freed in stream order
+  if (prog.count <= kInlineInstrs && num_inputs <= kInlineInputs) {
+    std::memcpy(inline_program.code, prog.code, sizeof(Instr) * static_cast<size_t>(prog.count));
+    std::memcpy(inline_program.inputs, inputs.data(), sizeof(FusedInput) * inputs.size());
+    src.inline_program = &inline_program;
+  } else {
+    // [program][inputs] in one device buffer; FusedInput's 8-byte alignment holds after 16-byte Instrs.
+    const size_t program_bytes = sizeof(Instr) * static_cast<size_t>(prog.count);
+    const size_t bytes = program_bytes + sizeof(FusedInput) * inputs.size();
+    std::vector<unsigned char> host(bytes);
+    std::memcpy(host.data(), prog.code, program_bytes);
+    std::memcpy(host.data() + program_bytes, inputs.data(), sizeof(FusedInput) * inputs.size());
+    table = Tensor::empty(uint8, Shape{static_cast<int64_t>(bytes)}, &ctx.device);
+    CudaContext& cu = cuda_context(ctx);
+    // From pageable memory this returns once `host` has been read; the copy is ordered on the stream.
+    check_cuda(cudaMemcpyAsync(table.raw_data(), host.data(), bytes, cudaMemcpyHostToDevice, cu.stream),
+               "copying a fused program to the GPU");
+    src.table_program = static_cast<const Instr*>(table.raw_data());
+    src.table_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(table.raw_data()) +
+                                                           program_bytes);
+  }
+  if (prog.num_registers <= 8) launch<T, 8>(ctx, src, prog.count, num_inputs, prog.output, out, n);
+  else if (prog.num_registers <= 32) launch<T, 32>(ctx, src, prog.count, num_inputs, prog.output, out, n);
+  else launch<T, fused::kMaxRegisters>(ctx, src, prog.count, num_inputs, prog.output, out, n);
 }
 
 }  // namespace

@@ -55,7 +55,13 @@ std::vector<Program> programs() {
       {"sigmoid_of_tanh_2d_broadcast", {Shape{2, 1, 3}, Shape{2, 4, 3}}, {kTanh, 2, 0, -1, kSigmoid, 3, 2, -1,
                                                                           kMaximum, 4, 3, 1}, 5, 4},
   };
-  // 40 registers: the kernel's large register file.
+  // Ten inputs: more than a kernel argument holds, so the program goes through a device table.
+  Program many{"ten_inputs", {}, {}, 19, 18};
+  for (int q = 0; q < 10; ++q) many.inputs.push_back(q % 2 ? Shape{5} : Shape{6, 5});
+  many.code = {kAdd, 10, 0, 1};
+  for (int64_t q = 2; q < 10; ++q) many.code.insert(many.code.end(), {q % 3 ? kAdd : kMul, 9 + q, 8 + q, q});
+  ps.push_back(many);
+  // 40 registers: the kernel's large register file; 38 instructions: the device table again.
   Program chain{"long_chain", {Shape{100, 10}, Shape{10}}, {}, 40, 39, Values::kSmallPower};
   chain.code = {kAdd, 2, 0, 1};
   for (int64_t r = 3; r < 40; ++r) {
