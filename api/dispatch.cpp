@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "api/context.h"
+#include "api/eager_fusion.h"
 #include "kernels/collective_attrs.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
@@ -77,16 +78,26 @@ void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& att
     throw_no_kernel(op, dev->type(), kernel_dtype, "inputs: " + describe_inputs(inputs));
   std::vector<Tensor> moved;
   std::span<const Tensor> ins = inputs_on(dev, inputs, moved);
+  if (kernel.sync) {
+    if (Tensor pending = defer_elementwise(op, ins, ic, *dev); pending.defined()) {
+      outs[0] = std::move(pending);
+      return;
+    }
+  }
   if (kernel.async) {
     // The synchronous face of an asynchronous kernel (a collective called eagerly): start it and
     // wait for its callback. Kernels that need a step (Recv) throw at once without a run context.
     std::span<Tensor> out_span(outs.data(), static_cast<size_t>(ic.num_outputs()));
+    settle_before_kernel_if_any(ins);
     allocate_outputs(op, [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, ins, out_span,
                      *dev);
     KernelContext kc{op, ins, out_span, attrs, *dev, nullptr};
     std::promise<std::exception_ptr> finished;
     auto result = finished.get_future();
-    kernel.async(kc, [&finished](std::exception_ptr error) { finished.set_value(std::move(error)); });
+    {
+      KernelRunning running;
+      kernel.async(kc, [&finished](std::exception_ptr error) { finished.set_value(std::move(error)); });
+    }
     if (std::exception_ptr error = result.get()) std::rethrow_exception(error);
     return;
   }

@@ -41,6 +41,32 @@ int main() {
     rows.push_back({"relu(a + b), 4 floats, per call", fmt("%.3f us", w * 1e6), peer, ratio, "<= 0.35 us"});
   }
 
+  {  // the same with eager fusion on the CPU: relu(a + b) deferred, then computed as one kernel
+    Tensor a = constant({1.f, -2.f, 3.f, -4.f}), b = constant({0.5f, 0.5f, -5.f, 5.f});
+    set_eager_fusion(EagerFusion::All);
+    double w = bench::seconds_per_call([&] { evaluate(relu(a + b)); }, 100000);
+    set_eager_fusion(EagerFusion::Gpus);
+    rows.push_back({"  with EagerFusion::All (one fused kernel)", fmt("%.3f us", w * 1e6), "", "",
+                    "GPUs' default; off on CPUs"});
+  }
+
+  {  // a chain on 16M floats: one memory pass fused, three separate
+    const int64_t n = int64_t{16} << 20;
+    Tensor a = random::uniform({n}, 0, 1, 1), b = random::uniform({n}, 0, 1, 2), c = random::uniform({n}, 0, 1, 3);
+    const double separate = bench::seconds_per_call([&] { Tensor y = relu(a * b - c); }, 10);
+    set_eager_fusion(EagerFusion::All);
+    const double fused = bench::seconds_per_call([&] { evaluate(relu(a * b - c)); }, 10);
+    set_eager_fusion(EagerFusion::Gpus);
+    std::string peer = "separate ops " + fmt("%.2f ms", separate * 1e3);
+#ifdef WEFT_HAVE_TORCH
+    auto ta = torch::rand({n}), tb = torch::rand({n}), tc = torch::rand({n});
+    double t = bench::seconds_per_call([&] { auto y = torch::relu(ta * tb - tc); }, 10);
+    peer += ", torch " + fmt("%.2f ms", t * 1e3);
+#endif
+    rows.push_back({"relu(a * b - c), 16M float32, EagerFusion::All", fmt("%.2f ms", fused * 1e3), peer,
+                    fmt("%.2fx separate", fused / separate), "report"});
+  }
+
   {  // add on 16M floats vs memcpy bandwidth
     const int64_t n = int64_t{16} << 20;
     Tensor a = random::uniform({n}, 0, 1, 1), b = random::uniform({n}, 0, 1, 2);

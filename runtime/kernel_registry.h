@@ -21,6 +21,7 @@
 #include "runtime/attr.h"
 #include "runtime/device.h"
 #include "runtime/op_registry.h"
+#include "runtime/pending_value.h"
 #include "runtime/run_context.h"
 #include "runtime/tensor.h"
 
@@ -96,17 +97,26 @@ void allocate_outputs(const OpDef& op, Meta&& meta, std::span<const Tensor> ins,
   }
 }
 
-// Runs a synchronous kernel (or a view op's absent one) on `device`: allocates the outputs as
+// Runs a synchronous kernel on outputs already allocated, inputs already settled (see below).
+inline void run_kernel_into(const OpDef& op, KernelFn fn, Device& device, const Attrs& attrs,
+                            std::span<const Tensor> ins, std::span<Tensor> outs, RunContext* run = nullptr,
+                            uint64_t execution = 0) {
+  KernelContext kc{op, ins, outs, attrs, device, run, execution};
+  KernelRunning running;
+  fn(kc);
+}
+
+// Runs a synchronous kernel (or a view op's absent one) on `device`: first computes what pending
+// values there are (runtime/pending_value.h), then allocates the outputs as
 // above, then calls it. `run` is the executor's context, null in eager mode and constant folding;
 // `execution` becomes KernelContext::execution.
 template <class Meta>
 void run_kernel(const OpDef& op, KernelFn fn, Device& device, const Attrs& attrs, std::span<const Tensor> ins,
                 std::span<Tensor> outs, Meta&& meta, RunContext* run = nullptr, int reuse_input = -1,
                 uint64_t execution = 0) {
+  settle_before_kernel_if_any(ins);
   allocate_outputs(op, meta, ins, outs, device, reuse_input);
-  if (!fn) return;
-  KernelContext kc{op, ins, outs, attrs, device, run, execution};
-  fn(kc);
+  if (fn) run_kernel_into(op, fn, device, attrs, ins, outs, run, execution);
 }
 
 }  // namespace weft

@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include "runtime/pending_value.h"
+
 namespace weft {
 
 Buffer::Buffer(Device* device, size_t bytes)
@@ -52,11 +54,16 @@ void Tensor::check_element_type(DType requested, const char* what) const {
                           std::string(dtype_name(dtype())));
 }
 
-Buffer* Tensor::concrete_buffer() const {
+// Symbolic tensors have no buffer to give.
+Buffer* Tensor::concrete_buffer(Access access) const {
   const TensorImpl* i = impl();
   if (!i->buffer)
     throw FailedPrecondition("[tensor] " + name() +
                              " is symbolic: it has no value until its graph runs (use print() or a Session)");
+  if (any_pending()) [[unlikely]] {
+    if (access == Access::kRead) compute_pending(*i);
+    else settle_for_raw_access(*i);
+  }
   return i->buffer.get();
 }
 
@@ -64,7 +71,7 @@ Tensor Tensor::view(Shape new_shape) const {
   const TensorImpl* i = impl();
   if (new_shape.num_elements() != i->shape.num_elements())
     throw InvalidArgument("[view] cannot view shape " + i->shape.to_string() + " as " + new_shape.to_string());
-  concrete_buffer();
+  concrete_buffer(Access::kRead);  // a write through the view settles what it must then
   return Tensor(make_intrusive<TensorImpl>(i->dtype, std::move(new_shape), i->buffer, i->device));
 }
 
@@ -72,20 +79,21 @@ Tensor Tensor::to(Device* device) const {
   if (device_ptr() == device) return *this;
   Tensor out = empty(dtype(), shape(), device);
   if (nbytes() == 0) return out;
+  const void* src = concrete_buffer(Access::kRead)->data();
   if (device_ptr()->type() == DeviceType::CPU) {
-    device->copy_from_host(raw_data(), out.raw_data(), nbytes());
+    device->copy_from_host(src, out.raw_data(), nbytes());
   } else if (device->type() == DeviceType::CPU) {
-    device_ptr()->copy_to_host(raw_data(), out.raw_data(), nbytes());
+    device_ptr()->copy_to_host(src, out.raw_data(), nbytes());
   } else {
     std::vector<unsigned char> staging(nbytes());
-    device_ptr()->copy_to_host(raw_data(), staging.data(), nbytes());
+    device_ptr()->copy_to_host(src, staging.data(), nbytes());
     device->copy_from_host(staging.data(), out.raw_data(), nbytes());
   }
   return out;
 }
 
 void Tensor::copy_to_host(void* dst) const {
-  Buffer* b = concrete_buffer();
+  Buffer* b = concrete_buffer(Access::kRead);
   if (nbytes()) impl()->device->copy_to_host(b->data(), dst, nbytes());
 }
 

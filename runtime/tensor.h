@@ -9,6 +9,7 @@
 // Concrete tensors are dense and row-major; reshaping shares the buffer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <iosfwd>
@@ -27,6 +28,8 @@
 
 namespace weft {
 
+class PendingValue;
+
 class TensorImpl final : public RefCounted {
  public:
   TensorImpl(DType d, Shape s, BufferPtr b, Device* dev)
@@ -34,11 +37,23 @@ class TensorImpl final : public RefCounted {
   TensorImpl(DType d, Shape s, std::unique_ptr<SymbolicRef> sym)
       : dtype(d), shape(std::move(s)), device(nullptr), symbolic(std::move(sym)) {}
 
+  ~TensorImpl() {
+    if (pending.load(std::memory_order_relaxed)) destroy_pending();
+  }
+
   DType dtype;
   Shape shape;
   BufferPtr buffer;                       // null for symbolic tensors
   Device* device;                         // not owned; null for symbolic tensors
   std::unique_ptr<SymbolicRef> symbolic;  // set for symbolic tensors
+  // Set (owned) while the buffer's contents are still to be computed, and kept once they are
+  // (runtime/pending_value.h). Null for nearly every tensor.
+  std::atomic<PendingValue*> pending{nullptr};
+  // True unless the tensor has a pending value not yet computed.
+  bool pending_done() const;
+
+ private:
+  void destroy_pending();
 };
 
 class Tensor {
@@ -67,8 +82,10 @@ class Tensor {
   // "MatMul_1:0" for graph tensors, "" for eager ones.
   std::string name() const;
 
-  // Raw element access; only for concrete tensors whose memory the host can read (CPU).
-  void* raw_data() const { return concrete_buffer()->data(); }
+  // Raw element access; only for concrete tensors whose memory the host can read (CPU). The
+  // pointer may be written through, so pending values (runtime/pending_value.h) that could read
+  // this memory are computed first.
+  void* raw_data() const { return concrete_buffer(Access::kWrite)->data(); }
   template <class T>
   T* data() const {
     check_element_type(dtype_v<T>, "data");
@@ -125,7 +142,10 @@ class Tensor {
  private:
   [[noreturn]] static void throw_null();
   void check_element_type(DType requested, const char* what) const;
-  Buffer* concrete_buffer() const;
+  // kRead: the caller only reads the memory (its own pending value is computed); kWrite: it may
+  // write it (every pending value that may read it is computed too).
+  enum class Access { kRead, kWrite };
+  Buffer* concrete_buffer(Access access) const;
 
   IntrusivePtr<TensorImpl> impl_;
 };

@@ -32,6 +32,9 @@ class ThreadPool {
   // Threads that run a parallel_for, the caller included.
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // Whether the calling thread is a worker of any pool.
+  static bool in_worker();
+
   // Splits [0, n) into at most num_threads() chunks of at least `grain` items and runs
   // fn(begin, end) on each; returns when all are done. An exception from any chunk is rethrown
   // here. Runs inline when n <= grain, or when called from inside a worker of this pool.
@@ -48,7 +51,6 @@ class ThreadPool {
  private:
   void run_chunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void worker_loop();
-  static bool in_worker();
 
   struct Job {
     const std::function<void(int64_t, int64_t)>* fn = nullptr;

@@ -224,6 +224,7 @@ class Executor::Frame final : public AsyncWaitObserver {
     std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
     try {
       for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
+      settle_before_kernel_if_any(ins);
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
       slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx});
       slot.timeline_start_us = timeline::enabled() ? timeline::now_us() : -1;
@@ -232,6 +233,7 @@ class Executor::Frame final : public AsyncWaitObserver {
         ++async_in_flight_;
         slot.waiting = &*slot.kc;
       }
+      KernelRunning running;
       s.async(*slot.kc, [this, item](std::exception_ptr error) { finish_async(item, std::move(error)); });
     } catch (...) {
       // A kernel that throws has not called back: the token is still the node's.

@@ -14,6 +14,7 @@
 #include "api/data/idx.h"
 #include "api/data/sharded_input.h"
 #include "api/dispatch.h"
+#include "api/eager_fusion.h"
 #include "api/distribute/data_parallel.h"
 #include "api/function.h"
 #include "api/graph.h"
