@@ -99,7 +99,6 @@ class PendingElementwise final : public PendingValue {
     return true;
   }
 
-  KernelFn kernel() const { return kernel_; }
   Device& device() const { return device_; }
 
  private:

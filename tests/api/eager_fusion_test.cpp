@@ -29,6 +29,15 @@ class EagerFusionTest : public ::testing::Test {
 
 bool pending(const Tensor& t) { return !t.impl()->pending_done(); }
 
+// What `program` gives in plain eager mode, every op run when called; the fixture's mode after.
+template <class F>
+Tensor plain_eager(F program) {
+  set_eager_fusion(EagerFusion::Off);
+  Tensor t = program();
+  set_eager_fusion(EagerFusion::All);
+  return t;
+}
+
 // Bits, not values: NaN must match NaN.
 void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
@@ -114,9 +123,7 @@ TEST_F(EagerFusionTest, BroadcastOperandsSquaresAndLongChains) {
     return y;
   };
   Tensor got = program();
-  set_eager_fusion(EagerFusion::Off);
-  Tensor want = program();
-  set_eager_fusion(EagerFusion::All);
+  Tensor want = plain_eager(program);
   expect_same_bits(got, want, "broadcast and long chain");
 }
 
@@ -142,9 +149,7 @@ TEST_F(EagerFusionTest, GradientsMatchPlainEagerMode) {
     return tape.gradient(loss, std::vector<Variable>{w})[0];
   };
   Tensor got = grads();
-  set_eager_fusion(EagerFusion::Off);
-  Tensor want = grads();
-  set_eager_fusion(EagerFusion::All);
+  Tensor want = plain_eager(grads);
   expect_same_bits(got, want, "gradient");
 }
 
@@ -154,17 +159,13 @@ TEST_F(EagerFusionTest, PendingTensorsFeedFunctionsAndSessions) {
   Tensor x = a - b;
   ASSERT_TRUE(pending(x));
   Tensor got = f(x);
-  set_eager_fusion(EagerFusion::Off);
-  Tensor want = relu(a - b) * 3.f;
-  set_eager_fusion(EagerFusion::All);
+  Tensor want = plain_eager([&] { return relu(a - b) * 3.f; });
   expect_same_bits(got, want, "function of a pending tensor");
 }
 
 TEST_F(EagerFusionTest, ThreadsReadingAndMakingPendingTensorsAgree) {
   Tensor a = data(Shape{64}, 14), b = data(Shape{64}, 15);
-  set_eager_fusion(EagerFusion::Off);
-  const std::vector<float> want = (relu(a * b) + a).to_vector<float>();
-  set_eager_fusion(EagerFusion::All);
+  const std::vector<float> want = plain_eager([&] { return relu(a * b) + a; }).to_vector<float>();
   Tensor shared = relu(a * b) + a;  // read by every thread at once
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
