@@ -1,5 +1,7 @@
 #include "api/eager_fusion.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -61,41 +63,72 @@ const OpDef& fused_op() {
   return op;
 }
 
-// A deferred elementwise chain: a straight-line program over `inputs`, registers never reused
-// (register r < inputs.size() is input r; instruction k writes inputs.size() + k).
+// A straight-line program over `inputs`, registers never reused: register r < num_inputs is
+// input r; instruction k writes num_inputs + k. Fixed arrays: deferring an op allocates nothing
+// but its output and its pending value.
+struct Chain {
+  std::array<Tensor, kMaxInputs> inputs;
+  int num_inputs = 0;
+  std::array<fused::Instr, kMaxRegisters> code;
+  int count = 0;
+
+  Chain() = default;
+  Chain(const Chain&) = delete;
+  Chain& operator=(const Chain&) = delete;
+  // Into a fresh chain, the parts in use only: copying the whole arrays showed in the per-op cost.
+  void copy_from(const Chain& from) {
+    std::copy_n(from.inputs.begin(), from.num_inputs, inputs.begin());
+    std::copy_n(from.code.begin(), from.count, code.begin());
+    num_inputs = from.num_inputs;
+    count = from.count;
+  }
+
+  std::span<const Tensor> input_span() const { return {inputs.data(), static_cast<size_t>(num_inputs)}; }
+  // The register of input `t`, added when new; -1 when the inputs are full.
+  int32_t input_register(const Tensor& t) {
+    for (int i = 0; i < num_inputs; ++i)
+      if (inputs[static_cast<size_t>(i)].same_as(t)) return i;
+    if (num_inputs == static_cast<int>(kMaxInputs)) return -1;
+    inputs[static_cast<size_t>(num_inputs)] = t;
+    return num_inputs++;
+  }
+};
+
+// A deferred elementwise chain, computed as one FusedElementwise.
 class PendingElementwise final : public PendingValue {
  public:
-  PendingElementwise(KernelFn kernel, Device& device, std::vector<Tensor> inputs, std::vector<fused::Instr> code)
-      : kernel_(kernel), device_(device), inputs_(std::move(inputs)), code_(std::move(code)) {}
+  PendingElementwise(KernelFn kernel, Device& device, const Chain& chain) : kernel_(kernel), device_(device) {
+    chain_.copy_from(chain);
+  }
 
+  // chain_ is read here with no lock: its only writer, release_inputs, runs after this on the same
+  // thread (PendingValue's contract); snapshot only reads.
   void compute(const Tensor& out) override {
-    std::vector<Tensor> inputs;
-    std::vector<int64_t> program;
-    {
-      std::lock_guard lock(mu_);
-      inputs = inputs_;
-      program.reserve(code_.size() * 4);
-      for (const fused::Instr& c : code_) program.insert(program.end(), {c.op, c.dst, c.a, c.b});
-    }
-    const auto registers = static_cast<int64_t>(inputs.size() + code_.size());
-    const Attrs attrs{{"program", std::move(program)}, {"num_registers", registers}, {"output", registers - 1}};
+    fused::NodeProgram program;  // decoded already: the kernel is handed it as prepared
+    std::copy_n(chain_.code.begin(), chain_.count, program.code);
+    program.count = chain_.count;
+    program.num_registers = chain_.num_inputs + chain_.count;
+    program.output = static_cast<int>(program.num_registers - 1);
+    const std::span<const Tensor> inputs = chain_.input_span();
     settle_before_kernel_if_any(inputs);  // an input pending on a program of another shape
+    static const Attrs no_attrs;
     Tensor outs[1] = {out};
-    run_kernel_into(fused_op(), kernel_, device_, attrs, inputs, outs);
+    run_kernel_into(fused_op(), kernel_, device_, no_attrs, inputs, outs, nullptr, 0, &program);
   }
 
-  void take_inputs(std::vector<Tensor>& into) override {
+  void release_inputs() override {
+    std::array<Tensor, kMaxInputs> released;  // let go of after unlocking
     std::lock_guard lock(mu_);
-    into.swap(inputs_);
+    std::swap(released, chain_.inputs);
+    chain_.num_inputs = 0;
   }
 
-  // The program and inputs, when the value has not been computed; false once it has (its inputs
-  // are gone: it is then read as an input like any other tensor).
-  bool snapshot(std::vector<Tensor>* inputs, std::vector<fused::Instr>* code) const {
+  // The chain, when the value has not been computed; false once it has (its inputs are gone: it
+  // is then read as an input like any other tensor).
+  bool snapshot(Chain* into) const {
     std::lock_guard lock(mu_);
-    if (inputs_.empty()) return false;
-    *inputs = inputs_;
-    *code = code_;
+    if (chain_.num_inputs == 0) return false;
+    into->copy_from(chain_);
     return true;
   }
 
@@ -104,35 +137,16 @@ class PendingElementwise final : public PendingValue {
  private:
   const KernelFn kernel_;
   Device& device_;
-  mutable std::mutex mu_;  // inputs_ is taken by the computing thread while others may read it
-  std::vector<Tensor> inputs_;
-  const std::vector<fused::Instr> code_;
+  mutable std::mutex mu_;  // release_inputs empties chain_.inputs while other threads may snapshot it
+  Chain chain_;
 };
 
-// One operand of the op being deferred: its own program when it is pending here on one of the
-// op's shape, else the tensor itself as an input.
-struct Operand {
-  const TensorImpl* impl = nullptr;
-  bool inlined = false;
-  std::vector<Tensor> inputs;       // inlined: the operand's program's inputs
-  std::vector<fused::Instr> code;   // inlined: its program
-  int32_t result = -1;              // its register in the new program
-};
-
-Operand operand_of(const Tensor& t, const Shape& shape, DType dtype, Device& device) {
-  Operand o{t.impl(), false, {}, {}, -1};
+// The chain of operand `t` when it is pending here on a program of the op's shape and dtype
+// (its program is taken into the op's), else false.
+bool inlined_chain(const Tensor& t, const Shape& shape, DType dtype, Device& device, Chain* into) {
   auto* p = dynamic_cast<PendingElementwise*>(t.impl()->pending.load(std::memory_order_acquire));
-  if (p && !p->computed() && &p->device() == &device && t.dtype() == dtype && t.shape() == shape)
-    o.inlined = p->snapshot(&o.inputs, &o.code);
-  if (!o.inlined) o.inputs = {t};
-  return o;
-}
-
-int32_t index_of(std::vector<Tensor>& inputs, const Tensor& t) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].same_as(t)) return static_cast<int32_t>(i);
-  inputs.push_back(t);
-  return static_cast<int32_t>(inputs.size() - 1);
+  return p && !p->computed() && &p->device() == &device && t.dtype() == dtype && t.shape() == shape &&
+         p->snapshot(into);
 }
 
 }  // namespace
@@ -159,51 +173,50 @@ Tensor defer_elementwise(const OpDef& op, std::span<const Tensor> inputs, const 
   if (!kernel) return {};
 
   // The operands' programs one after the other, then the op; x * x takes x's program once.
-  Operand operands[2];
+  // Temporaries are numbered from kMaxInputs while the inputs are being gathered, then moved down
+  // to follow them.
+  constexpr auto kFirstTemporary = static_cast<int32_t>(kMaxInputs);
+  Chain chain;
+  int32_t sources[2] = {-1, -1};
   const size_t n = inputs.size();
   for (size_t k = 0; k < n; ++k) {
-    if (k == 1 && inputs[1].impl() == operands[0].impl) {
-      operands[1].impl = operands[0].impl;
+    if (k == 1 && inputs[1].same_as(inputs[0])) {
+      sources[1] = sources[0];
       continue;
     }
-    operands[k] = operand_of(inputs[k], meta.shape, meta.dtype, device);
-  }
-  std::vector<Tensor> all_inputs;
-  size_t instructions = 1;
-  for (size_t k = 0; k < n; ++k) {
-    for (const Tensor& t : operands[k].inputs) index_of(all_inputs, t);
-    instructions += operands[k].code.size();
-  }
-  if (all_inputs.size() > kMaxInputs || all_inputs.size() + instructions > kMaxRegisters) return {};
-
-  const auto num_inputs = static_cast<int32_t>(all_inputs.size());
-  std::vector<fused::Instr> code;
-  code.reserve(instructions);
-  for (size_t k = 0; k < n; ++k) {
-    Operand& o = operands[k];
-    if (o.inputs.empty()) {  // the same tensor as operand 0
-      o.result = operands[0].result;
+    Chain operand;
+    if (!inlined_chain(inputs[k], meta.shape, meta.dtype, device, &operand)) {
+      sources[k] = chain.input_register(inputs[k]);
+      if (sources[k] < 0) return {};
       continue;
     }
-    if (!o.inlined) {
-      o.result = index_of(all_inputs, o.inputs[0]);
-      continue;
+    if (chain.count + operand.count + 1 > static_cast<int>(kMaxRegisters)) return {};
+    int32_t renumbered[kMaxRegisters];  // the operand's registers here
+    for (int r = 0; r < operand.num_inputs; ++r) {
+      renumbered[r] = chain.input_register(operand.inputs[static_cast<size_t>(r)]);
+      if (renumbered[r] < 0) return {};
     }
-    // The operand's registers renumbered: its inputs to theirs here, its temporaries after ours.
-    const auto its_inputs = static_cast<int32_t>(o.inputs.size());
-    const auto base = num_inputs + static_cast<int32_t>(code.size());
-    auto reg = [&](int32_t r) {
-      return r < 0 ? -1 : r < its_inputs ? index_of(all_inputs, o.inputs[static_cast<size_t>(r)]) : base + r - its_inputs;
-    };
-    for (const fused::Instr& c : o.code) code.push_back({c.op, reg(c.dst), reg(c.a), reg(c.b)});
-    o.result = static_cast<int32_t>(num_inputs + code.size() - 1);
+    for (int c = 0; c < operand.count; ++c) renumbered[operand.num_inputs + c] = kFirstTemporary + chain.count + c;
+    for (int c = 0; c < operand.count; ++c) {
+      const fused::Instr& in = operand.code[static_cast<size_t>(c)];
+      chain.code[static_cast<size_t>(chain.count++)] = {in.op, renumbered[in.dst], renumbered[in.a],
+                                                       in.b < 0 ? -1 : renumbered[in.b]};
+    }
+    sources[k] = kFirstTemporary + chain.count - 1;
   }
-  const auto dst = static_cast<int32_t>(num_inputs + code.size());
-  code.push_back({opcode, dst, operands[0].result, n == 2 ? operands[1].result : -1});
+  chain.code[static_cast<size_t>(chain.count)] = {opcode, kFirstTemporary + chain.count, sources[0],
+                                                  n == 2 ? sources[1] : -1};
+  ++chain.count;
+  if (chain.num_inputs + chain.count > static_cast<int>(kMaxRegisters)) return {};
+  const int32_t shift = kFirstTemporary - chain.num_inputs;
+  auto settled = [&](int32_t r) { return r >= kFirstTemporary ? r - shift : r; };
+  for (int c = 0; c < chain.count; ++c) {
+    fused::Instr& in = chain.code[static_cast<size_t>(c)];
+    in = {in.op, settled(in.dst), settled(in.a), settled(in.b)};
+  }
 
   Tensor out = Tensor::empty(meta.dtype, meta.shape, &device);
-  attach_pending(*out.impl(),
-                 std::make_unique<PendingElementwise>(kernel, device, std::move(all_inputs), std::move(code)));
+  attach_pending(*out.impl(), std::make_unique<PendingElementwise>(kernel, device, chain));
   return out;
 }
 

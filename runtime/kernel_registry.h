@@ -37,6 +37,10 @@ struct KernelContext {
   // For a kRandom op run by an executor: how many times this node ran before in that executor
   // (so in the compiled graph that holds it). 0 in eager mode and for every other op.
   uint64_t execution = 0;
+  // What OpDef::prepare derived from this node's attributes, when the caller has it (the executor
+  // keeps it per node; eager fusion builds its programs decoded); null: the kernel derives it from
+  // `attrs` itself. Its type is the op's: a fused::NodeProgram for FusedElementwise.
+  const void* prepared = nullptr;
 
   const Tensor& input(int i) const { return inputs[i]; }
   Tensor& output(int i) const { return outputs[i]; }
@@ -100,8 +104,8 @@ void allocate_outputs(const OpDef& op, Meta&& meta, std::span<const Tensor> ins,
 // Runs a synchronous kernel on outputs already allocated, inputs already settled (see below).
 inline void run_kernel_into(const OpDef& op, KernelFn fn, Device& device, const Attrs& attrs,
                             std::span<const Tensor> ins, std::span<Tensor> outs, RunContext* run = nullptr,
-                            uint64_t execution = 0) {
-  KernelContext kc{op, ins, outs, attrs, device, run, execution};
+                            uint64_t execution = 0, const void* prepared = nullptr) {
+  KernelContext kc{op, ins, outs, attrs, device, run, execution, prepared};
   KernelRunning running;
   fn(kc);
 }
@@ -109,14 +113,14 @@ inline void run_kernel_into(const OpDef& op, KernelFn fn, Device& device, const 
 // Runs a synchronous kernel (or a view op's absent one) on `device`: first computes what pending
 // values there are (runtime/pending_value.h), then allocates the outputs as
 // above, then calls it. `run` is the executor's context, null in eager mode and constant folding;
-// `execution` becomes KernelContext::execution.
+// `execution` and `prepared` become KernelContext's.
 template <class Meta>
 void run_kernel(const OpDef& op, KernelFn fn, Device& device, const Attrs& attrs, std::span<const Tensor> ins,
                 std::span<Tensor> outs, Meta&& meta, RunContext* run = nullptr, int reuse_input = -1,
-                uint64_t execution = 0) {
+                uint64_t execution = 0, const void* prepared = nullptr) {
   settle_before_kernel_if_any(ins);
   allocate_outputs(op, meta, ins, outs, device, reuse_input);
-  if (fn) run_kernel_into(op, fn, device, attrs, ins, outs, run, execution);
+  if (fn) run_kernel_into(op, fn, device, attrs, ins, outs, run, execution, prepared);
 }
 
 }  // namespace weft

@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -101,6 +102,11 @@ class InferContext {
 
 using InferFn = void (*)(InferContext&);
 using CostFn = Cost (*)(const InferContext&);
+// Derives from a node's attributes and input count what its kernels would otherwise derive at
+// every call (a decoded program), once per node: the executor keeps the result beside the node
+// and hands it to the kernel as KernelContext::prepared. Throws on attributes the kernel would
+// reject; the node is then left unprepared, and the kernel reports the error when it runs.
+using PrepareFn = std::shared_ptr<const void> (*)(const Attrs& attrs, int num_inputs);
 
 struct AttrSpec {
   std::string name;
@@ -117,6 +123,7 @@ struct OpDef {
   std::vector<AttrSpec> attrs;
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: one flop per output element, bytes of inputs and outputs
+  PrepareFn prepare = nullptr;  // null: the kernels derive everything from the attributes per call
   uint32_t flags = 0;
   int kernel_dtype_input = 0;  // input whose dtype selects the kernel; -1 selects by output 0
 

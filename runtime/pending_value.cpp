@@ -1,5 +1,6 @@
 #include "runtime/pending_value.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/tensor.h"
@@ -16,8 +17,11 @@ namespace {
 // the list's entries alive while a thread computes them with no lock held.
 std::mutex g_list_mu;
 std::vector<IntrusivePtr<TensorImpl>> g_list;
+// The list is pruned when it holds twice what was kept at the last pruning: a program making many
+// pending tensors before its next kernel costs amortised O(1) per tensor, not O(n), and the dropped
+// values waiting for the next pruning (their inputs' memory) never outnumber the held ones.
+size_t g_prune_at = 1;
 
-thread_local int t_kernels_running = 0;
 // Pending values this thread is computing (nested when one's input is another's result). Inside
 // one, a kernel settles its own inputs only: the list may hold the value being computed.
 thread_local int t_computing = 0;
@@ -40,6 +44,7 @@ void prune_locked(std::vector<IntrusivePtr<TensorImpl>>& dropped) {
     }
   }
   g_list.resize(kept);
+  g_prune_at = std::max<size_t>(1, 2 * kept);
 }
 
 }  // namespace
@@ -57,14 +62,13 @@ void attach_pending(TensorImpl& impl, std::unique_ptr<PendingValue> value) {
   impl.pending.store(value.release(), std::memory_order_release);
   std::vector<IntrusivePtr<TensorImpl>> dropped;
   std::lock_guard lock(g_list_mu);
-  prune_locked(dropped);
+  if (g_list.size() >= g_prune_at) prune_locked(dropped);
   g_list.push_back(IntrusivePtr<TensorImpl>(&impl));
   g_pending_values.fetch_add(1, std::memory_order_acq_rel);
 }
 
-// Runs p once; true when this call ran it. Its inputs are let go of by the caller, unlocked.
+// Runs p once; true when this call ran it. Its inputs are let go of after, unlocked.
 bool settle_pending(PendingValue& p, const TensorImpl& impl) {
-  std::vector<Tensor> inputs;
   {
     std::lock_guard lock(p.mu_);
     if (p.done_.load(std::memory_order_relaxed)) return false;
@@ -79,10 +83,10 @@ bool settle_pending(PendingValue& p, const TensorImpl& impl) {
     } catch (...) {
       p.error_ = std::current_exception();
     }
-    p.take_inputs(inputs);
     p.done_.store(true, std::memory_order_release);
     g_pending_values.fetch_sub(1, std::memory_order_acq_rel);
   }
+  p.release_inputs();
   return true;
 }
 
@@ -103,6 +107,7 @@ void settle_before_kernel(std::span<const Tensor> inputs) {
   {
     std::lock_guard lock(g_list_mu);
     taken.swap(g_list);
+    g_prune_at = 1;
   }
   // Entries taken here are this thread's to compute or drop; another thread reading one of them
   // meanwhile computes it itself (or waits for this one), so nothing is lost by the swap.
@@ -128,8 +133,5 @@ void settle_for_raw_access(const TensorImpl& impl) {
   if (!private_memory && t_kernels_running == 0 && t_computing == 0 && !ThreadPool::in_worker() && any_pending())
     settle_before_kernel({});
 }
-
-KernelRunning::KernelRunning() { ++t_kernels_running; }
-KernelRunning::~KernelRunning() { --t_kernels_running; }
 
 }  // namespace weft

@@ -40,9 +40,9 @@ class PendingValue {
   virtual ~PendingValue() = default;
   // Writes the value into `out`, a handle sharing the pending tensor's buffer.
   virtual void compute(const Tensor& out) = 0;
-  // Hands over every tensor the value holds for its computation; called once it has run, so that
-  // they are let go of outside any lock.
-  virtual void take_inputs(std::vector<Tensor>& into) = 0;
+  // Lets go of every tensor the value holds for its computation; called once, after it has run,
+  // with no lock of this machinery held (an input's release may free much memory).
+  virtual void release_inputs() = 0;
 
   // Whether it has run (successfully or not).
   bool computed() const { return done_.load(std::memory_order_acquire); }
@@ -81,12 +81,16 @@ inline void settle_before_kernel_if_any(std::span<const Tensor> inputs) {
 // memory, every pending value, as before a kernel.
 void settle_for_raw_access(const TensorImpl& impl);
 
+// How many kernels this thread is running (nested: a kernel may run another through run_kernel).
+// Inline, with KernelRunning below, because every kernel run on every path counts itself here.
+inline thread_local int t_kernels_running = 0;
+
 // Marks this thread as running a kernel for its lifetime: raw accesses inside it settle nothing
 // (settle_before_kernel ran before it).
 class KernelRunning {
  public:
-  KernelRunning();
-  ~KernelRunning();
+  KernelRunning() { ++t_kernels_running; }
+  ~KernelRunning() { --t_kernels_running; }
   KernelRunning(const KernelRunning&) = delete;
   KernelRunning& operator=(const KernelRunning&) = delete;
 };

@@ -111,6 +111,14 @@ Executor::Executor(std::shared_ptr<const GraphIR> graph, ExecutorSpec spec, Para
     if (n.type() == "Const")
       if (const Tensor& value = n.attrs.get<Tensor>("value"); !readable_on(s.device, value)) s.preloaded = value.to(s.device);
     if (n.op->has(kRandom)) s.run_counter = num_counted++;
+    if (n.op->prepare) {
+      try {
+        s.prepared = n.op->prepare(n.attrs, static_cast<int>(n.inputs.size()));
+      } catch (const Error&) {
+        // Left unprepared: the kernel meets the same attributes when it runs and reports them
+        // with the node's context, as it would without preparation.
+      }
+    }
     s.first_output = num_values_;
     s.num_outputs = static_cast<int32_t>(n.outputs.size());
     num_values_ += s.num_outputs;
@@ -262,13 +270,13 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
       outs[0] = s.preloaded;
     } else if (s.static_shapes) {
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; },
-                 &st.ctx, reuse ? s.reuse_input : -1, execution);
+                 &st.ctx, reuse ? s.reuse_input : -1, execution, s.prepared.get());
     } else {
       InferContext ic(op, cins, n.attrs);
       if (!op.has(kSetsOutputs)) op.infer(ic);
       run_kernel(op, s.fn, *s.device, n.attrs, cins, outs,
                  [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, &st.ctx,
-                 reuse ? s.reuse_input : -1, execution);
+                 reuse ? s.reuse_input : -1, execution, s.prepared.get());
     }
     if (recording) [[unlikely]]
       record_on_timeline(n, false, *s.track, timeline_start);

@@ -226,7 +226,7 @@ class Executor::Frame final : public AsyncWaitObserver {
       for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
       settle_before_kernel_if_any(ins);
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
-      slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx});
+      slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx, 0, s.prepared.get()});
       slot.timeline_start_us = timeline::enabled() ? timeline::now_us() : -1;
       {
         std::lock_guard lock(mu_);

@@ -36,6 +36,8 @@ struct Executor::Step {
   // A Const on a device that cannot read its host value (a GPU): the value there, uploaded once
   // when the executor is made instead of on every run. Held here, so no kernel writes over it.
   Tensor preloaded;
+  // OpDef::prepare's result for this node (KernelContext::prepared), derived when the executor is made.
+  std::shared_ptr<const void> prepared;
 };
 
 // The step's frame, told when an asynchronous kernel of the step stops waiting for another

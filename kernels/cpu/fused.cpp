@@ -143,7 +143,8 @@ void fused_elementwise_kernel(KernelContext& ctx) {
   const int64_t n = out_t.size();
   if (n == 0) return;
   const int num_inputs = static_cast<int>(ctx.inputs.size());
-  const fused::NodeProgram prog = fused::decode_node_program(ctx);
+  fused::NodeProgram decoded;  // unless the caller prepared it
+  const fused::NodeProgram& prog = fused::node_program(ctx, decoded);
 
   // Inputs: read in place (the output's shape), expanded once per task (one element) or gathered
   // per block (anything else). Broadcast inputs and temporaries share the scratch area.

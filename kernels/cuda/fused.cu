@@ -164,7 +164,8 @@ void fused_kernel(KernelContext& ctx) {
   const int64_t n = out_t.size();
   if (n == 0) return;
   const int num_inputs = static_cast<int>(ctx.inputs.size());
-  const fused::NodeProgram prog = fused::decode_node_program(ctx);
+  fused::NodeProgram decoded;  // unless the caller prepared it
+  const fused::NodeProgram& prog = fused::node_program(ctx, decoded);
 
   const Shape& out_shape = out_t.shape();
   std::vector<FusedInput> inputs(static_cast<size_t>(num_inputs));

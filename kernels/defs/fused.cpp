@@ -64,16 +64,27 @@ int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t
   return static_cast<int>(count);
 }
 
-NodeProgram decode_node_program(const KernelContext& ctx) {
-  NodeProgram p;
-  p.num_registers = ctx.attrs.get<int64_t>("num_registers");
-  const int64_t output = ctx.attrs.get<int64_t>("output");
+bool decode_node_attrs(const Attrs& attrs, int64_t num_inputs, NodeProgram* out, std::string* error) {
+  out->num_registers = attrs.get<int64_t>("num_registers");
+  const int64_t output = attrs.get<int64_t>("output");
+  out->count = decode_program(attrs.get<std::vector<int64_t>>("program"), num_inputs, out->num_registers, output,
+                              out->code, error);
+  out->output = static_cast<int>(output);  // checked when count >= 0: a register below num_registers
+  return out->count >= 0;
+}
+
+std::shared_ptr<const void> prepare_node_program(const Attrs& attrs, int num_inputs) {
+  auto p = std::make_shared<NodeProgram>();
   std::string error;
-  p.count = decode_program(ctx.attrs.get<std::vector<int64_t>>("program"), static_cast<int64_t>(ctx.inputs.size()),
-                           p.num_registers, output, p.code, &error);
-  if (p.count < 0) ctx.fail(error);
-  p.output = static_cast<int>(output);  // checked: a register below num_registers
+  if (!decode_node_attrs(attrs, num_inputs, p.get(), &error)) throw InvalidArgument("[fused_elementwise] " + error);
   return p;
+}
+
+const NodeProgram& node_program(const KernelContext& ctx, NodeProgram& storage) {
+  if (ctx.prepared) return *static_cast<const NodeProgram*>(ctx.prepared);
+  std::string error;
+  if (!decode_node_attrs(ctx.attrs, static_cast<int64_t>(ctx.inputs.size()), &storage, &error)) ctx.fail(error);
+  return storage;
 }
 
 }  // namespace fused
@@ -174,7 +185,7 @@ void register_fused_defs() {
                                {"num_registers", AttrType::Int},
                                {"output", AttrType::Int}},
                      .infer = infer_fused_elementwise, .cost = fused_elementwise_cost,
-                     .flags = kElementwise | kNotDifferentiable});
+                     .prepare = fused::prepare_node_program, .flags = kElementwise | kNotDifferentiable});
   op_registry().add({.name = "FusedMatMul", .display = "fused_matmul", .min_inputs = 3, .max_inputs = 3,
                      .attrs = {{"transpose_a", AttrType::Bool, false},
                                {"transpose_b", AttrType::Bool, false},

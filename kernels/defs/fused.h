@@ -15,11 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace weft {
+class Attrs;
 struct KernelContext;
 }
 
@@ -62,15 +64,25 @@ struct Instr {
 int decode_program(std::span<const int64_t> program, int64_t num_inputs, int64_t num_registers, int64_t output,
                    Instr* out, std::string* error);
 
-// The program of the FusedElementwise node a kernel runs, from its attributes, decoded and
-// checked; a bad one fails the kernel with decode_program's reason. The CPU and CUDA kernels'
-// shared start.
+// A FusedElementwise node's program, decoded and checked: what its kernels run.
 struct NodeProgram {
   Instr code[kMaxInstructions];
   int count = 0;
   int64_t num_registers = 0;
   int output = 0;  // the register holding the result
 };
-NodeProgram decode_node_program(const KernelContext& ctx);
+
+// Decodes a node's attributes ("program", "num_registers", "output") into `out`; false, with
+// decode_program's reason in `error`, for a bad program.
+bool decode_node_attrs(const Attrs& attrs, int64_t num_inputs, NodeProgram* out, std::string* error);
+
+// FusedElementwise's OpDef::prepare: the node's NodeProgram, decoded once instead of per call.
+// InvalidArgument for a bad program.
+std::shared_ptr<const void> prepare_node_program(const Attrs& attrs, int num_inputs);
+
+// The program a kernel runs: ctx.prepared when its caller decoded it (the executor, once per node;
+// eager fusion, which builds its programs decoded), else decoded from ctx.attrs into `storage`. A
+// bad one fails the kernel with decode_program's reason. The CPU and CUDA kernels' shared start.
+const NodeProgram& node_program(const KernelContext& ctx, NodeProgram& storage);
 
 }  // namespace weft::fused

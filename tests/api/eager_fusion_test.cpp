@@ -127,6 +127,22 @@ TEST_F(EagerFusionTest, BroadcastOperandsSquaresAndLongChains) {
   expect_same_bits(got, want, "broadcast and long chain");
 }
 
+TEST_F(EagerFusionTest, OperandsSharingInputsAndChainsPastTheInputBound) {
+  std::vector<Tensor> in;
+  for (int i = 0; i < 12; ++i) in.push_back(data(Shape{2, 3}, 20 + static_cast<uint64_t>(i)));
+  auto program = [&] {
+    Tensor left = (in[0] + in[1]) * (in[1] - in[2]);  // two inlined operands sharing in[1]
+    Tensor right = in[2] * in[3] - in[4] / (abs(in[5]) + 1.f);
+    Tensor y = relu(left) + right;                     // both chains renumbered into one program
+    for (size_t i = 6; i < in.size(); ++i) y = y * in[i];  // past eight inputs: runs in parts
+    return y;
+  };
+  Tensor got = program();
+  EXPECT_TRUE(pending(got));
+  Tensor want = plain_eager(program);
+  expect_same_bits(got, want, "shared inputs, twelve inputs");
+}
+
 TEST_F(EagerFusionTest, IntegerAndNonElementwiseOpsRunAtOnce) {
   Tensor i = constant(std::vector<int32_t>{1, 2, 3}, Shape{3});
   EXPECT_FALSE(pending(i + i));
