@@ -3,7 +3,6 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <set>
 
 #include "api/context.h"
 #include "api/devices.h"
@@ -181,11 +180,8 @@ ReplicatedGraph replicate(const GraphIR& trace, size_t weight_arg, const Replica
 
 bool replicas_use_nccl(const ReplicaLayout& layout) {
   if (!nccl_compiled_in() || layout.devices.size() < 2) return false;
-  std::set<std::string> tasks;
-  for (const std::string& d : layout.devices) {
+  for (const std::string& d : layout.devices)
     if (DeviceSpec::parse(d).type != DeviceType::CUDA) return false;
-    if (!tasks.insert(task_of_device(d, "DataParallel")).second) return false;
-  }
   return true;
 }
 

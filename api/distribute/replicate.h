@@ -34,8 +34,9 @@ struct ReplicaLayout {
 };
 
 // Whether the collectives of these replicas run through NCCL: the build has CUDA (so NCCL), there
-// are several replicas, every one a GPU, each on a task of its own (NCCL's rank is the member).
-// Otherwise they are host collectives (MPI), to which the GPUs' tensors go through Send/Recv.
+// are several replicas, and every one is a GPU (one per task, or several in a task: NCCL's rank is
+// the member, and a task's members are issued together, comm/nccl/nccl_collectives.h). Otherwise
+// they are host collectives (MPI), to which the GPUs' tensors go through Send/Recv.
 bool replicas_use_nccl(const ReplicaLayout& layout);
 // A fresh NCCL id (hex) for a new collective group of the replicas when replicas_use_nccl, else
 // empty. Called on the chief, once per group: the id travels to every task on the graph's nodes.

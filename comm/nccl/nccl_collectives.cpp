@@ -10,23 +10,30 @@
 
 #include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_dtype.h"
+#include "comm/nccl/nccl_gathered_launch.h"
 #include "comm/nccl/nccl_id.h"
 #include "comm/nccl/nccl_issue_queue.h"
 #include "comm/nccl/nccl_watchdog.h"
 #include "runtime/cancellation.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/device_name.h"
 #include "runtime/error.h"
 
 namespace weft {
 
 namespace {
 
-std::string describe_group(const CollectiveParams& p) {
-  std::string members;
+// "NCCL communicator of group 7 (this is rank 0 of 2; ranks 0: ..., 1: ...)"; `local`: the ranks
+// of this process, when known (several: "this process has ranks 0, 1 of 4").
+std::string describe_group(const CollectiveParams& p, const std::vector<int>& local = {}) {
+  std::string members, here;
   for (size_t i = 0; i < p.members.size(); ++i)
     members += (i ? ", " : "") + std::to_string(i) + ": " + p.members[i];
-  return "NCCL communicator of group " + std::to_string(p.group_key) + " (this is rank " + std::to_string(p.member) +
-         " of " + std::to_string(p.members.size()) + "; ranks " + members + ")";
+  for (int r : local) here += (here.empty() ? "" : ", ") + std::to_string(r);
+  const std::string of = " of " + std::to_string(p.members.size());
+  return "NCCL communicator of group " + std::to_string(p.group_key) +
+         (local.size() > 1 ? " (this process has ranks " + here + of : " (this is rank " + std::to_string(p.member) + of) +
+         "; ranks " + members + ")";
 }
 
 // One NCCL stream per device, made on first use and kept for the process's life.
@@ -45,56 +52,80 @@ cudaStream_t nccl_stream(int device) {
 }  // namespace
 
 struct NcclCollectives::Impl {
-  // A group's communicator under one id.
-  struct Comm final : NcclChannel {
-    CollectiveParams group;               // for messages: the group's members and this rank
-    ncclComm_t comm = nullptr;
-    std::mutex nccl_mu;                   // one NCCL call on `comm` at a time
-    NcclIssueQueue queue;
+  struct Op;
 
+  // A group's communicators in this process under one id: one per member of the group that lives
+  // here (its NCCL rank), all made in one ncclGroupStart/End when the first instance has gathered
+  // (NCCL's rule for several GPUs in one process), and used together.
+  struct Comm final : NcclChannel {
+    CollectiveParams group;  // the first call's: for messages
+    std::vector<int> local;  // the group's members in this process, ascending
+    std::mutex nccl_mu;      // one NCCL call on these communicators at a time
+    bool made = false;               // guarded by nccl_mu
+    std::vector<ncclComm_t> comms;   // by position in `local`, once made; null once aborted
+    NcclIssueQueue queue;
+    std::mutex gather_mu;
+    bool aborted = false;  // guarded by gather_mu: no instance gathers any more
+    // Instances whose members are still arriving, by (step, instance); guarded by gather_mu.
+    std::map<std::pair<int64_t, int64_t>, std::shared_ptr<Op>> gathering;
+
+    // Ready when every rank's communicator is; the first failure names its rank.
     NcclPoll poll_comm() override {
       std::lock_guard<std::mutex> nccl_lock(nccl_mu);
-      return poll_nccl_comm(comm);
+      if (!made) return NcclPoll::pending();
+      bool pending = false;
+      for (size_t i = 0; i < comms.size(); ++i) {
+        const NcclPoll p = poll_nccl_comm(comms[i]);
+        if (p.kind == NcclPoll::Kind::kFailed) return NcclPoll::failed("rank " + std::to_string(local[i]) + ": " + p.error);
+        pending = pending || p.kind == NcclPoll::Kind::kPending;
+      }
+      return pending ? NcclPoll::pending() : NcclPoll::ready();
     }
     void open() override { queue.open(); }
     void abort(std::exception_ptr error) override {
+      {
+        std::lock_guard<std::mutex> lock(gather_mu);
+        aborted = true;
+        gathering.clear();  // the watchdog fails those launches: they are this channel's
+      }
       queue.fail_all(error);  // its items' fail callbacks find the communicator aborted: no-ops
       std::lock_guard<std::mutex> nccl_lock(nccl_mu);
-      if (comm) ncclCommAbort(comm);  // makes its kernels return, so the zombies' events complete
-      comm = nullptr;
+      for (ncclComm_t& c : comms)
+        if (c) ncclCommAbort(std::exchange(c, nullptr));  // its kernels return, so the zombies' events complete
     }
     std::exception_ptr error(const std::string& why) const override {
-      return std::make_exception_ptr(Unavailable("[" + group.op + "] " + describe_group(group) + ": " + why));
+      return std::make_exception_ptr(Unavailable("[" + group.op + "] " + describe() + ": " + why));
     }
+    std::string describe() const { return describe_group(group, local); }
   };
 
-  // One collective: its tensors stay with it until it completes, or, aborted, until its event does.
-  struct Op final : NcclLaunch {
-    Op(std::shared_ptr<Comm> c, NcclCall call, Done done, NcclEvents events)
-        : NcclLaunch(std::move(c)), call(std::move(call)), done(std::move(done)), events(std::move(events)) {}
-    Comm& comm() const { return static_cast<Comm&>(*channel()); }
+  // One member's call: its tensors stay with the instance until it completes, or, aborted, until
+  // its events do. The events are made on the member's GPU.
+  struct Part {
     NcclCall call;
-    Done done;
-    CollectiveInstanceKey key;
     NcclEvents events;  // ready: recorded on the compute stream when the kernel ran
+  };
 
-    NcclPoll poll_completion() override { return poll_nccl_event(events.finished); }
-    // The completion event, and the compute stream waiting for it.
+  // One instance: every local member's part, issued together.
+  struct Op final : NcclGatheredLaunch<Part> {
+    using NcclGatheredLaunch::NcclGatheredLaunch;
+    Comm& comm() const { return static_cast<Comm&>(*channel()); }
+    CollectiveInstanceKey key;
+
+    NcclPoll poll_completion() override {
+      for (size_t i = 0; i < size(); ++i)
+        if (NcclPoll p = poll_nccl_event(part(i).events.finished); p.kind != NcclPoll::Kind::kReady) return p;
+      return NcclPoll::ready();
+    }
+    // Each part's completion event, and its compute stream waiting for it.
     void finish_launch() override {
-      check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
-      check_cuda(cudaEventRecord(events.finished, nccl_stream(call.device)), "cudaEventRecord(nccl)");
-      check_cuda(cudaStreamWaitEvent(call.compute, events.finished, 0), "cudaStreamWaitEvent(compute waits for nccl)");
-    }
-    // Neither complete() nor fail() has run, so the step (and its CancellationManager) is alive.
-    std::exception_ptr cancelled() const override {
-      CancellationManager* cm = call.cancellation;
-      return cm && cm->is_cancelled() ? cm->error() : nullptr;
-    }
-    void complete() override { done(nullptr); }
-    // A collective of a cancelled step fails with the step's error, the others with `error`.
-    void fail(std::exception_ptr error) override {
-      std::exception_ptr step = cancelled();
-      done(step ? step : error);
+      for (size_t i = 0; i < size(); ++i) {
+        Part& m = part(i);
+        check_cuda(cudaSetDevice(m.call.device), "cudaSetDevice");
+        check_cuda(cudaEventRecord(m.events.finished, nccl_stream(m.call.device)), "cudaEventRecord(nccl)");
+        check_cuda(cudaStreamWaitEvent(m.call.compute, m.events.finished, 0),
+                   "cudaStreamWaitEvent(compute waits for nccl)");
+      }
     }
   };
 
@@ -111,37 +142,49 @@ struct NcclCollectives::Impl {
   std::map<std::pair<int64_t, std::string>, std::shared_ptr<Comm>> comms;  // aborted ones stay, as tombstones
   NcclWatchdog watchdog;  // last: its thread starts when the rest is made, and stops first
 
-  // The communicator of (group, id), created now if new. FailedPrecondition for an aborted one.
+  // The group's members in the process of p.member, ascending. InvalidArgument for one that is
+  // not a GPU this process has (a group naming GPUs its task does not see would wait forever).
+  static std::vector<int> local_members(const CollectiveParams& p) {
+    const std::string here = task_of_device(p.members[static_cast<size_t>(p.member)], p.op);
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+      cudaGetLastError();
+      gpus = 0;
+    }
+    std::vector<int> out;
+    for (size_t i = 0; i < p.members.size(); ++i) {
+      if (task_of_device(p.members[i], p.op) != here) continue;
+      const DeviceSpec d = DeviceSpec::parse(p.members[i]);
+      if (d.type != DeviceType::CUDA || !d.index || *d.index < 0 || *d.index >= gpus)
+        throw InvalidArgument("[" + p.op + "] member " + std::to_string(i) + " of group " + std::to_string(p.group_key) +
+                              " (" + p.members[i] + ") is on this task, which has " + std::to_string(gpus) +
+                              " GPU(s): NCCL collectives take GPUs this process has");
+      out.push_back(static_cast<int>(i));
+    }
+    return out;
+  }
+
+  // The communicators of (group, id), recorded now if new (made when its first instance has
+  // gathered). FailedPrecondition for aborted ones.
   // A group that comes with a new id has moved on (a replicated graph rebuilt after a failed
   // step): its communicators under older ids are aborted, so their GPU buffers and threads go.
-  std::shared_ptr<Comm> comm_for(const NcclCall& c) {
-    for (const std::shared_ptr<Comm>& old : superseded_by(c.p))
+  std::shared_ptr<Comm> comm_for(const CollectiveParams& p) {
+    for (const std::shared_ptr<Comm>& old : superseded_by(p))
       watchdog.abort({old}, std::make_exception_ptr(FailedPrecondition(
-                                "[" + c.p.op + "] the " + describe_group(old->group) + " was replaced under a new nccl_id")));
+                                "[" + p.op + "] the " + old->describe() + " was replaced under a new nccl_id")));
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_pair(c.p.group_key, c.p.nccl_id);
+    auto key = std::make_pair(p.group_key, p.nccl_id);
     if (auto it = comms.find(key); it != comms.end()) {
       if (std::optional<std::string> why = watchdog.abort_reason(*it->second))
-        throw FailedPrecondition("[" + c.p.op + "] the " + describe_group(c.p) + " was aborted (" + *why +
+        throw FailedPrecondition("[" + p.op + "] the " + describe_group(p) + " was aborted (" + *why +
                                  "); running the group again needs a new nccl_id: rebuild the replicated graph");
       return it->second;
     }
     auto comm = std::make_shared<Comm>();
-    comm->group = c.p;
-    const NcclIdBytes bytes = decode_nccl_id(c.p.nccl_id, c.p.op);
-    ncclUniqueId id;
-    std::memcpy(id.internal, bytes.data(), kNcclIdBytes);
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // returns at once; the watchdog polls ncclCommGetAsyncError with a deadline
-    check_cuda(cudaSetDevice(c.device), "cudaSetDevice");
-    const ncclResult_t r = ncclCommInitRankConfig(&comm->comm, static_cast<int>(c.p.members.size()), id, c.p.member, &config);
+    comm->group = p;
+    comm->local = local_members(p);
+    (void)decode_nccl_id(p.nccl_id, p.op);  // a malformed id is this call's error, before anything waits
     comms[key] = comm;
-    watchdog.watch(comm);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      const std::string why = "ncclCommInitRankConfig failed: " + nccl_message(r, comm->comm);
-      watchdog.abort({comm}, comm->error(why));  // a tombstone with the reason
-      throw Unavailable("[" + c.p.op + "] " + describe_group(c.p) + ": " + why);
-    }
     return comm;
   }
 
@@ -155,95 +198,175 @@ struct NcclCollectives::Impl {
     return out;
   }
 
+  // The instance `key` of `comm` that is gathering, made (and watched: cancellable while it
+  // gathers) if it is the first member's. FailedPrecondition once the communicators are aborted.
+  std::shared_ptr<Op> gathering_op(const std::shared_ptr<Comm>& comm, const CollectiveInstanceKey& key,
+                                   const CollectiveParams& p) {
+    std::lock_guard<std::mutex> lock(comm->gather_mu);
+    if (comm->aborted) throw FailedPrecondition("[" + p.op + "] the " + comm->describe() + " was aborted");
+    std::shared_ptr<Op>& op = comm->gathering[{key.step_id, key.instance_key}];
+    if (op) return op;
+    op = std::make_shared<Op>(comm, comm->local, "[" + p.op + "] " + key.to_string(),
+                              std::chrono::steady_clock::now() + watchdog.init_timeout());
+    op->key = key;
+    watchdog.watch(op);
+    // An abort between the check above and watch() did not see it: fail it here, exactly once.
+    if (std::optional<std::string> why = watchdog.abort_reason(*comm); why && watchdog.forget(op))
+      op->fail(std::make_exception_ptr(FailedPrecondition("[" + p.op + "] the " + comm->describe() + " was aborted (" +
+                                                          *why + ")")));
+    return op;
+  }
+
   void run(NcclCall call, Done done) {
     std::vector<Tensor> all = call.inputs;
     all.insert(all.end(), call.outputs.begin(), call.outputs.end());
     for (const Tensor& t : all)
       if (!nccl_dtype(t.dtype()))
         throw InvalidArgument("[" + call.p.op + "] NCCL has no type for " + std::string(dtype_name(t.dtype())));
-    std::shared_ptr<Comm> comm = comm_for(call);
+    std::shared_ptr<Comm> comm = comm_for(call.p);
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
     NcclEvents events;
     check_cuda(cudaEventRecord(events.ready, call.compute), "cudaEventRecord(compute -> nccl)");
-    auto op = std::make_shared<Op>(std::move(comm), std::move(call), std::move(done), std::move(events));
-    op->key = CollectiveInstanceKey{op->call.p.group_key, op->call.step_id, op->call.p.instance_key,
-                                    op->call.p.group_instances};
-    watchdog.watch(op);
+    const CollectiveInstanceKey key{call.p.group_key, call.step_id, call.p.instance_key, call.p.group_instances};
+    std::shared_ptr<Op> op = gathering_op(comm, key, call.p);
+    const int member = static_cast<int>(call.p.member);
+    CancellationManager* cancellation = call.cancellation;
+    // From here on `done` belongs to the instance (arrive() throws only before taking it, for a
+    // member that came twice): nothing below throws to run_async.
+    const auto arrived = op->arrive(
+        {.member = member, .cancellation = cancellation, .part = Part{std::move(call), std::move(events)}, .done = std::move(done)});
+    if (arrived == Op::Arrived::kWaiting) return;
+    {
+      std::lock_guard<std::mutex> lock(comm->gather_mu);
+      auto it = comm->gathering.find({key.step_id, key.instance_key});
+      if (it != comm->gathering.end() && it->second == op && op->all_arrived()) comm->gathering.erase(it);
+    }
+    if (arrived == Op::Arrived::kGathered) issue_gathered(op);
+  }
+
+  // Queues a gathered instance on its communicators (making them first, for the first instance).
+  // Every failure fails the instance (each member's done, once); nothing throws.
+  void issue_gathered(const std::shared_ptr<Op>& op) {
+    Comm& c = op->comm();
+    if (!make_communicators(c, *op)) return;
     std::weak_ptr<Op> weak = op;
     try {
-      op->comm().queue.submit(
+      c.queue.submit(
           op->key, [this, op] { return issue(*op); },
           [this, weak](std::exception_ptr error) {
             if (auto o = weak.lock()) watchdog.abort({o->channel()}, error);
           });
     } catch (...) {
-      // Out of order (checked before queuing): only this collective fails; the communicator's
+      // Out of order (checked before queuing): only this instance fails; the communicators'
       // order is untouched.
-      watchdog.forget(op);
-      throw;  // run_async gives it to the caller's done
+      if (watchdog.forget(op)) op->fail(std::current_exception());
     }
   }
 
-  // Launches `op` on its communicator; true when the launch is complete (the queue's contract).
+  // Makes c's communicators, one per local member, on the GPUs of `first`'s parts (the first
+  // instance to gather), in one group and in NON-blocking mode: the watchdog then polls them until
+  // ready, at most init_timeout. False when that failed at once: the communicators are aborted
+  // (a tombstone with the reason), which fails `first`.
+  bool make_communicators(Comm& c, Op& first) {
+    std::string failure;
+    {
+      std::lock_guard<std::mutex> nccl_lock(c.nccl_mu);
+      if (c.made) return true;
+      c.made = true;
+      c.comms.assign(first.size(), nullptr);
+      const NcclIdBytes bytes = decode_nccl_id(c.group.nccl_id, c.group.op);
+      ncclUniqueId id;
+      std::memcpy(id.internal, bytes.data(), kNcclIdBytes);
+      const int nranks = static_cast<int>(c.group.members.size());
+      if (const ncclResult_t r = ncclGroupStart(); r != ncclSuccess)
+        failure = "ncclGroupStart failed: " + nccl_message(r, nullptr);
+      for (size_t i = 0; i < first.size() && failure.empty(); ++i) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;  // returns at once; the watchdog polls ncclCommGetAsyncError with a deadline
+        if (cudaSetDevice(first.part(i).call.device) != cudaSuccess) {
+          failure = std::string("cudaSetDevice failed: ") + cudaGetErrorString(cudaGetLastError());
+          break;
+        }
+        const ncclResult_t r = ncclCommInitRankConfig(&c.comms[i], nranks, id, first.member(i), &config);
+        if (r != ncclSuccess && r != ncclInProgress) failure = "ncclCommInitRankConfig failed: " + nccl_message(r, c.comms[i]);
+      }
+      // Closed even after a failed call: NCCL's group state is per thread.
+      const ncclResult_t end = ncclGroupEnd();
+      if (failure.empty() && end != ncclSuccess && end != ncclInProgress)
+        failure = "ncclGroupEnd (making the communicators) failed: " + nccl_message(end, nullptr);
+    }
+    watchdog.watch(std::static_pointer_cast<NcclChannel>(first.channel()));
+    if (failure.empty()) return true;
+    watchdog.abort({first.channel()}, c.error(failure));
+    return false;
+  }
+
+  // Launches `op` on its communicators; true when the launch is complete (the queue's contract).
   bool issue(Op& op) {
     Comm& c = op.comm();
-    const NcclCall& call = op.call;
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> nccl_lock(c.nccl_mu);
-      if (std::optional<std::string> why = watchdog.abort_reason(c); why || !c.comm)
-        throw FailedPrecondition("[" + call.p.op + "] the " + describe_group(call.p) + " was aborted (" +
+      if (std::optional<std::string> why = watchdog.abort_reason(c); why || c.comms.empty() || !c.comms[0])
+        throw FailedPrecondition(op.what() + ": the " + c.describe() + " was aborted (" +
                                  why.value_or("") + ")");
       r = launch(op);
     }
     return watchdog.launched(op, r == ncclInProgress);
   }
 
-  // The NCCL calls of `op`, in one group; the caller holds its communicator's nccl_mu. Returns
-  // ncclGroupEnd's ncclSuccess or ncclInProgress, else throws.
+  // The NCCL calls of every part of `op`, in one group; the caller holds its communicators'
+  // nccl_mu. Returns ncclGroupEnd's ncclSuccess or ncclInProgress, else throws.
   ncclResult_t launch(Op& op) {
     Comm& c = op.comm();
-    const NcclCall& call = op.call;
-    check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
-    cudaStream_t stream = nccl_stream(call.device);
-    check_cuda(cudaStreamWaitEvent(stream, op.events.ready, 0), "cudaStreamWaitEvent(nccl waits for compute)");
-    auto check = [&](ncclResult_t r, const char* what) {
+    auto check = [&](ncclResult_t r, const char* what, ncclComm_t comm) {
       if (r != ncclSuccess && r != ncclInProgress)
-        throw Unavailable("[" + call.p.op + "] " + describe_group(call.p) + ": " + what + " failed: " + nccl_message(r, c.comm));
+        throw Unavailable(op.what() + ": " + c.describe() + ": " + what + " failed: " + nccl_message(r, comm));
     };
-    check(ncclGroupStart(), "ncclGroupStart");
+    check(ncclGroupStart(), "ncclGroupStart", nullptr);
     // Every call goes between Start and End, and End is called even when one failed: NCCL's group
     // state is per thread, and an unclosed group would swallow the next collective of this thread.
     std::exception_ptr first_error;
-    for (size_t i = 0; i < call.outputs.size() && !first_error; ++i) {
-      const Tensor& out = call.outputs[i];
-      const ncclDataType_t dt = *nccl_dtype(out.dtype());
-      try {
-        switch (call.p.kind) {
-          case CollectiveKind::kAllReduce:
-            check(ncclAllReduce(call.inputs[i].raw_data(), out.raw_data(), static_cast<size_t>(out.size()), dt,
-                                call.p.reduction == CollectiveReduction::kMean ? ncclAvg : ncclSum, c.comm, stream),
-                  "ncclAllReduce");
-            break;
-          case CollectiveKind::kBroadcast:
-            check(ncclBroadcast(call.p.member == call.p.root ? call.inputs[0].raw_data() : nullptr, out.raw_data(),
-                                static_cast<size_t>(out.size()), dt, call.p.root, c.comm, stream),
-                  "ncclBroadcast");
-            break;
-          case CollectiveKind::kAllGather:
-            check(ncclAllGather(call.inputs[0].raw_data(), out.raw_data(), static_cast<size_t>(call.inputs[0].size()),
-                                dt, c.comm, stream),
-                  "ncclAllGather");
-            break;
-        }
-      } catch (...) {
-        first_error = std::current_exception();
-      }
+    try {
+      for (size_t m = 0; m < op.size(); ++m) launch_part(op.part(m), c.comms[m], check);
+    } catch (...) {
+      first_error = std::current_exception();
     }
     const ncclResult_t r = ncclGroupEnd();
     if (first_error) std::rethrow_exception(first_error);
-    check(r, "ncclGroupEnd");
+    check(r, "ncclGroupEnd", nullptr);
     return r;
+  }
+
+  // One member's calls (several for an all-reduce of several tensors) on its GPU's NCCL stream,
+  // after its compute stream's work.
+  template <class Check>
+  static void launch_part(const Part& part, ncclComm_t comm, const Check& check) {
+    const NcclCall& call = part.call;
+    check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
+    cudaStream_t stream = nccl_stream(call.device);
+    check_cuda(cudaStreamWaitEvent(stream, part.events.ready, 0), "cudaStreamWaitEvent(nccl waits for compute)");
+    for (size_t i = 0; i < call.outputs.size(); ++i) {
+      const Tensor& out = call.outputs[i];
+      const ncclDataType_t dt = *nccl_dtype(out.dtype());
+      switch (call.p.kind) {
+        case CollectiveKind::kAllReduce:
+          check(ncclAllReduce(call.inputs[i].raw_data(), out.raw_data(), static_cast<size_t>(out.size()), dt,
+                              call.p.reduction == CollectiveReduction::kMean ? ncclAvg : ncclSum, comm, stream),
+                "ncclAllReduce", comm);
+          break;
+        case CollectiveKind::kBroadcast:
+          check(ncclBroadcast(call.p.member == call.p.root ? call.inputs[0].raw_data() : nullptr, out.raw_data(),
+                              static_cast<size_t>(out.size()), dt, static_cast<int>(call.p.root), comm, stream),
+                "ncclBroadcast", comm);
+          break;
+        case CollectiveKind::kAllGather:
+          check(ncclAllGather(call.inputs[0].raw_data(), out.raw_data(), static_cast<size_t>(call.inputs[0].size()), dt,
+                              comm, stream),
+                "ncclAllGather", comm);
+          break;
+      }
+    }
   }
 };
 

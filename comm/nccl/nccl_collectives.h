@@ -1,22 +1,33 @@
 // Collectives on GPU tensors through NCCL, for the CUDA kernels of the collective ops
-// (kernels/cuda/collective.cpp). One member per process (the mpirun model: one GPU per task), so
-// the group's member index is the NCCL rank and the member count is nranks.
+// (kernels/cuda/collective.cpp). A member's index in its group is its NCCL rank, and the member
+// count is nranks. A process may hold one member (the mpirun model: one GPU per task) or several
+// (a task with several GPUs, as TensorFlow's MirroredStrategy runs one process over a machine's
+// GPUs): it then has one NCCL communicator per member.
 //
 //   NcclCall c{.p = params, .step_id = step, .cancellation = cm, .device = cu.device,
 //              .compute = cu.stream, .inputs = {x}, .outputs = {y}};   // y allocated on the GPU
 //   process_nccl_collectives().run_async(std::move(c), [](std::exception_ptr e) { ... });
 //
-// Communicators: one per (group key, nccl_id), created on first use by ncclCommInitRankConfig in
-// NON-blocking mode; the watchdog polls ncclCommGetAsyncError until it is ready, at most
-// `init_timeout` (default 60 s) and only while no waiting step is cancelled, so a peer that never
-// comes is Unavailable naming the group and the ranks, never a hang.
+// Gathering: NCCL needs the calls of one collective on a process's several ranks in ONE
+// ncclGroupStart/End, while the executor runs each member's node on its own. So each call first
+// joins its instance (nccl_gathered_launch.h); when the process's last member of the group has
+// come, the instance is issued as a whole, one group over every local rank. Members that never
+// come (their replica failed or is stuck) fail the instance after `init_timeout`, naming them; a
+// cancelled step fails it at once. With one member per process an instance is issued as it comes.
 //
-// Issuing: a communicator's collectives are issued in comm/collective_order.h's order (by step,
-// then instance key); one that arrives early waits in the communicator's NcclIssueQueue, holding no
-// thread. They run on one NCCL stream per device, which first waits (an event recorded when the
-// kernel ran) for the compute stream that made the inputs; the compute stream then waits (an
-// event) for the NCCL stream, so later kernels and the allocator's reuse of memory are ordered
-// after the collective. Several inputs of an all-reduce go in one ncclGroupStart/End.
+// Communicators: one per (group key, nccl_id) and local member, made when the group's first
+// instance has gathered, all in one group by ncclCommInitRankConfig in NON-blocking mode; the
+// watchdog polls ncclCommGetAsyncError until every one is ready, at most `init_timeout` (default
+// 60 s) and only while no waiting step is cancelled, so a peer that never comes is Unavailable
+// naming the group and the ranks, never a hang.
+//
+// Issuing: a group's instances are issued in comm/collective_order.h's order (by step, then
+// instance key); one that gathers early waits in the communicators' NcclIssueQueue, holding no
+// thread. Each member's calls run on its GPU's NCCL stream (one per device), which first waits (an
+// event recorded when the kernel ran) for the compute stream that made the inputs; the compute
+// stream then waits (an event) for the NCCL stream, so later kernels and the allocator's reuse of
+// memory are ordered after the collective. Several inputs of an all-reduce, and every local
+// member, go in one ncclGroupStart/End.
 //
 // Watchdog (nccl_watchdog.h, the same one as the NCCL rendezvous's): one thread polls every
 // collective not yet complete: its completion event, the communicator's ncclCommGetAsyncError and
@@ -39,7 +50,9 @@
 // all-gathers; a peer that dies) sharing the GPU as NCCL hosts of their own, and DataParallel
 // over 2 and 4 tasks under mpirun, its recovery after a failed step included. Not yet run: two
 // real GPUs, and this code since its watchdog became nccl_watchdog.h (2026-11-28; that state
-// machine's every path is tested on the CPU, tests/comm/nccl_watchdog_test.cpp).
+// machine's every path is tested on the CPU, tests/comm/nccl_watchdog_test.cpp), nor several
+// members in one process (2026-11-29; the gathering is tested on the CPU,
+// tests/comm/nccl_gathered_launch_test.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,7 +74,7 @@ struct NcclCall {
   CollectiveParams p;                          // with p.nccl_id set
   int64_t step_id = 0;
   CancellationManager* cancellation = nullptr;  // may be null; must outlive the call's done
-  int device = 0;                               // CUDA ordinal of this member's GPU
+  int device = 0;                               // CUDA ordinal of this member's GPU (its device index)
   cudaStream_t compute = nullptr;               // the device's compute stream
   std::vector<Tensor> inputs;                   // on the GPU (none for a broadcast's non-root)
   std::vector<Tensor> outputs;                  // on the GPU, allocated by the caller

@@ -38,6 +38,7 @@ void NcclWatchdog::stop() {
 void NcclWatchdog::watch(std::shared_ptr<NcclChannel> channel) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (channel->state_ == NcclChannel::State::kAborted) return;  // aborted before it came up: stays so
     channel->state_ = NcclChannel::State::kInitializing;
     channel->deadline_ = Clock::now() + init_timeout_;
     channels_.push_back(std::move(channel));
@@ -53,9 +54,11 @@ void NcclWatchdog::watch(std::shared_ptr<NcclLaunch> launch) {
   cv_.notify_all();
 }
 
-void NcclWatchdog::forget(const std::shared_ptr<NcclLaunch>& launch) {
+bool NcclWatchdog::forget(const std::shared_ptr<NcclLaunch>& launch) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (std::erase(launches_, launch)) launch->state_ = NcclLaunch::State::kDone;
+  if (!std::erase(launches_, launch)) return false;
+  launch->state_ = NcclLaunch::State::kDone;
+  return true;
 }
 
 bool NcclWatchdog::launched(NcclLaunch& launch, bool in_progress) {

@@ -130,12 +130,14 @@ class NcclWatchdog {
 
   std::chrono::milliseconds init_timeout() const { return init_timeout_; }
 
-  // A channel whose communicator is coming up; it has until now + init_timeout.
+  // A channel whose communicator is coming up; it has until now + init_timeout. A channel already
+  // aborted (its launches may be watched, and fail, before it is) is left aborted.
   void watch(std::shared_ptr<NcclChannel> channel);
   // A launch queued on its channel (the issue queue calls back when its turn comes).
   void watch(std::shared_ptr<NcclLaunch> launch);
-  // A watched launch that was refused before any NCCL call (out of order): dropped unfailed.
-  void forget(const std::shared_ptr<NcclLaunch>& launch);
+  // A watched launch that was refused before any NCCL call (out of order): dropped unfailed. False
+  // when the watchdog no longer had it (an abort failed it meanwhile): the caller must not fail it.
+  bool forget(const std::shared_ptr<NcclLaunch>& launch);
   // The issue callback's end, after the NCCL calls: with `in_progress` (ncclInProgress) the
   // watchdog finishes the launch when the communicator is ready and returns false; otherwise
   // finish_launch() now and true. The issue queue's contract: true when the launch is complete.

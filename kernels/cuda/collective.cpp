@@ -2,16 +2,15 @@
 // tensors to NCCL (comm/nccl/nccl_collectives.h) and complete when the watchdog sees the
 // collective done, holding no thread meanwhile.
 //
-// Only for a node with an nccl_id and one member per process (one GPU per task, as mpirun runs
-// weft): the member index is the NCCL rank. Anything else is InvalidArgument explaining it.
+// Only for a node with an nccl_id: the member index is the NCCL rank, and a task may hold several
+// members (one per GPU; their nodes are gathered and issued together, nccl_gathered_launch.h).
 // Placement never puts a collective WITHOUT nccl_id on a GPU (scheduler/passes/place.cpp takes
 // CUDA out of such a node's kernel types), so these errors meet only an eager call under a GPU
 // DeviceScope or a hand-made graph placed strictly.
 //
 // Run on an H100 (2026-11-26): tests/gpu/nccl_test.cpp (one-member groups, and a group of two
 // processes sharing the GPU as NCCL hosts of their own) and the data-parallel tests under mpirun.
-#include <set>
-
+// Several members in one task have not run: no machine offered had two GPUs.
 #include "comm/nccl/nccl_collectives.h"
 #include "comm/nccl/nccl_id.h"
 #include "kernels/collective_attrs.h"
@@ -23,20 +22,12 @@ namespace weft::cuda {
 
 namespace {
 
-// InvalidArgument when the node cannot run through NCCL here.
+// InvalidArgument when the node cannot run through NCCL.
 void check_runs_on_nccl(const CollectiveParams& p) {
-  const std::string where = "[" + p.op + "] ";
   if (p.nccl_id.empty())
-    throw InvalidArgument(where + "runs on a GPU only through NCCL, and this node has no nccl_id attribute "
-                                  "(DataParallel gives one to groups of GPUs, one per task); place it on its "
-                                  "task's CPU to run it through MPI");
-  std::set<std::string> tasks;
-  for (const std::string& m : p.members)
-    if (!tasks.insert(task_of_device(m, p.op)).second)
-      throw InvalidArgument(where + "NCCL collectives take one GPU member per process, but task " +
-                            task_of_device(m, p.op) +
-                            " holds several members of group " + std::to_string(p.group_key) +
-                            "; place the collective on the CPU (host collectives) instead");
+    throw InvalidArgument("[" + p.op + "] runs on a GPU only through NCCL, and this node has no nccl_id attribute "
+                          "(DataParallel gives one to groups of GPUs); place it on its task's CPU to run it through "
+                          "MPI");
 }
 
 void run_collective(KernelContext& ctx, AsyncDone done, CollectiveKind kind) {

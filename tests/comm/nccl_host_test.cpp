@@ -252,13 +252,18 @@ TEST(NcclSequenceQueue, TransfersGoInSequenceWhateverOrderTheyArriveIn) {
 
 // ---- DataParallel's choice ----
 
-TEST(NcclDataParallel, OnlyGpusEachOnItsOwnTaskUseNccl) {
+TEST(NcclDataParallel, ReplicasThatAreAllGpusUseNccl) {
   const std::string t0 = "/job:worker/replica:0/task:0", t1 = "/job:worker/replica:0/task:1";
   using distribute::ReplicaLayout;
   EXPECT_EQ(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t1 + "/device:GPU:0"}}),
             nccl_compiled_in());
   EXPECT_FALSE(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0"}}));
-  EXPECT_FALSE(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t0 + "/device:GPU:1"}}));
+  // Several GPUs of one task: one communicator per GPU, issued together.
+  EXPECT_EQ(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t0 + "/device:GPU:1"}}),
+            nccl_compiled_in());
+  EXPECT_EQ(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t0 + "/device:GPU:1",
+                                                                    t1 + "/device:GPU:0", t1 + "/device:GPU:1"}}),
+            nccl_compiled_in());
   EXPECT_FALSE(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:CPU:0", t1 + "/device:CPU:0"}}));
   EXPECT_FALSE(distribute::replicas_use_nccl(ReplicaLayout{.devices = {t0 + "/device:GPU:0", t1 + "/device:CPU:0"}}));
   EXPECT_EQ(distribute::nccl_id_for_new_group(ReplicaLayout{.devices = {t0 + "/device:CPU:0", t1 + "/device:CPU:0"}}),

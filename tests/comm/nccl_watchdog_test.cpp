@@ -344,11 +344,39 @@ TEST(NcclWatchdog, AForgottenLaunchIsNeitherFailedNorWatched) {
   Harness h;
   auto c = h.ready_channel("link A");
   auto l = h.launch_on(c);
-  h.dog.forget(l);
+  EXPECT_TRUE(h.dog.forget(l));
   EXPECT_EQ(h.dog.launches(), 0u);
   h.dog.abort({c}, std::make_exception_ptr(FailedPrecondition("[test] gone")));
   EXPECT_TRUE(l->fails().empty());
   EXPECT_EQ(h.dog.poll_once(), std::nullopt);
+}
+
+// An abort that got there first failed the launch: forget() says so, and the caller leaves it be.
+TEST(NcclWatchdog, ForgettingALaunchAnAbortFailedSaysSo) {
+  Harness h;
+  auto c = h.ready_channel("link A");
+  auto l = h.launch_on(c);
+  h.dog.abort({c}, std::make_exception_ptr(FailedPrecondition("[test] gone")));
+  EXPECT_EQ(l->fails().size(), 1u);
+  EXPECT_FALSE(h.dog.forget(l));
+  EXPECT_EQ(l->fails().size(), 1u);
+}
+
+// A channel whose queued launch was cancelled before the channel was watched (the collectives
+// watch a group's communicators only once its first instance has gathered) stays aborted.
+TEST(NcclWatchdog, WatchingAChannelAlreadyAbortedLeavesItAborted) {
+  Harness h;
+  auto c = std::make_shared<FakeChannel>("group 7");
+  auto l = h.launch_on(c);
+  l->set_cancelled(std::make_exception_ptr(Unavailable("[step] lost")));
+  h.dog.poll_once();
+  ASSERT_EQ(l->fails().size(), 1u);
+  h.dog.watch(c);
+  EXPECT_EQ(h.dog.abort_reason(*c), std::optional<std::string>("[step] lost"));
+  EXPECT_TRUE(h.dog.live_channels().empty());
+  c->set_comm(NcclPoll::ready());
+  EXPECT_EQ(h.dog.poll_once(), std::nullopt);
+  EXPECT_EQ(c->opens(), 0);
 }
 
 TEST(NcclWatchdog, ItsThreadFindsCompletionsAndCommunicatorsByItself) {

@@ -5,7 +5,9 @@
 // each or one GPU as two hosts) run a group of two: sums, means, a broadcast from the second
 // rank and all-gathers give the exact results; a peer that dies leaves the survivor's pending
 // collective to the step's cancellation, which aborts the communicator and frees the GPU. The
-// registration and dtype-mapping tests run without a GPU.
+// registration and dtype-mapping tests run without a GPU. With two GPUs, a group of two members in
+// this one process (one communicator per GPU, issued together) gives the same exact results, and
+// a member of this process that never comes is named.
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -215,29 +217,39 @@ TEST_F(Nccl, ACancelledStepFailsItsPendingCollectiveWithTheStepsError) {
   EXPECT_TRUE(succeeded(fresh->wait()));
 }
 
-// A group of two whose second rank never joins: Unavailable naming the group and the ranks once
-// the communicator's deadline passes, not a hang.
-TEST_F(Nccl, AMissingPeerIsUnavailableNamingTheGroup) {
+// An all-reduce of 4 floats as member 0 of `members`, alone (the others never come), through
+// collectives whose communicators must be up within 2 s: the error it completes with.
+std::exception_ptr all_reduce_as_member_0(Device& gpu, int64_t key, const std::string& id,
+                                          std::vector<std::string> members) {
   NcclCollectives collectives(std::chrono::seconds(2));
-  CudaContext& cu = cuda_context(*gpu_);
-  const int64_t key = next_group_key();
+  CudaContext& cu = cuda_context(gpu);
   NcclCall call;
   call.p.kind = CollectiveKind::kAllReduce;
   call.p.op = "collective_all_reduce";
   call.p.group_key = key;
-  call.p.members = {cluster_device_name(*gpu_), "/job:absent/replica:0/task:1/device:GPU:0"};
+  call.p.members = std::move(members);
   call.p.member = 0;
-  call.p.nccl_id = id_;
+  call.p.nccl_id = id;
   call.device = cu.device;
   call.compute = cu.stream;
-  const Tensor x = random_tensor(float32, {4}, 3, Values::kGeneral).to(gpu_);
-  call.inputs = {x};
-  call.outputs = {Tensor::empty(float32, {4}, gpu_)};
+  call.inputs = {random_tensor(float32, {4}, 3, Values::kGeneral).to(&gpu)};
+  call.outputs = {Tensor::empty(float32, {4}, &gpu)};
   std::promise<std::exception_ptr> done;
   collectives.run_async(std::move(call), [&](std::exception_ptr e) { done.set_value(e); });
   auto f = done.get_future();
-  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  const std::exception_ptr e = f.get();
+  if (f.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "the all-reduce did not complete within 60 s";
+    return nullptr;
+  }
+  return f.get();
+}
+
+// A group of two whose second rank never joins: Unavailable naming the group and the ranks once
+// the communicator's deadline passes, not a hang.
+TEST_F(Nccl, AMissingPeerIsUnavailableNamingTheGroup) {
+  const int64_t key = next_group_key();
+  const std::exception_ptr e = all_reduce_as_member_0(
+      *gpu_, key, id_, {cluster_device_name(*gpu_), "/job:absent/replica:0/task:1/device:GPU:0"});
   ASSERT_NE(e, nullptr);
   EXPECT_THROW(std::rethrow_exception(e), Unavailable);
   const std::string m = message_of(e);
@@ -246,7 +258,8 @@ TEST_F(Nccl, AMissingPeerIsUnavailableNamingTheGroup) {
   EXPECT_NE(m.find("/job:absent/replica:0/task:1"), std::string::npos) << m;
 }
 
-// Without an id, or with two members on one task, the CUDA kernel explains why it cannot run.
+// Without an id, or with a member on this task that is not one of its GPUs (its node would never
+// come), the collective explains why it cannot run instead of waiting.
 TEST_F(Nccl, NodesNcclCannotRunAreInvalidArgument) {
   const Tensor x = random_tensor(float32, {4}, 5, Values::kGeneral);
   const Attrs no_id{{"group_key", int64_t{1}}, {"group_members", cluster_device_name(*gpu_)}, {"member", int64_t{0}},
@@ -256,12 +269,12 @@ TEST_F(Nccl, NodesNcclCannotRunAreInvalidArgument) {
   EXPECT_NE(message_of(e).find("no nccl_id attribute"), std::string::npos) << message_of(e);
   Attrs two_here = group_attrs(*gpu_, next_group_key(), id_);
   const std::string task = task_of_device(cluster_device_name(*gpu_), "test");
-  two_here.set("group_members", cluster_device_name(*gpu_) + "," + task + "/device:GPU:7");
+  two_here.set("group_members", cluster_device_name(*gpu_) + "," + task + "/device:GPU:63");
   two_here.set("reduction", std::string("sum"));
   e = start(*gpu_, "CollectiveAllReduce", {x}, two_here, 1, float32)->wait();
   ASSERT_NE(e, nullptr);
   EXPECT_THROW(std::rethrow_exception(e), InvalidArgument);
-  EXPECT_NE(message_of(e).find("one GPU member per process"), std::string::npos) << message_of(e);
+  EXPECT_NE(message_of(e).find("/device:GPU:63) is on this task, which has"), std::string::npos) << message_of(e);
 }
 
 // ---- two processes: a group of two ----
@@ -414,6 +427,89 @@ TEST(NcclTwoProcesses, CollectivesGiveExactResults) {
 TEST(NcclTwoProcesses, ACollectiveWhosePeerDiedEndsWithItsStep) {
   WEFT_REQUIRE_GPU();
   run_two_members("PeerDies");
+}
+
+// ---- several GPUs in one process: one communicator per GPU, issued together ----
+
+// The process's first two GPUs, or an empty vector (the tests skip).
+std::vector<Device*> two_gpus() {
+  std::vector<Device*> out;
+  register_builtin_ops();
+  for (Device* d : local_devices())
+    if (d->type() == DeviceType::CUDA && out.size() < 2) out.push_back(d);
+  if (out.size() < 2) out.clear();
+  return out;
+}
+
+Attrs local_pair_attrs(const std::vector<Device*>& gpus, int member, int64_t key, const std::string& id,
+                       int64_t instance, int64_t instances) {
+  Attrs a = group_attrs(*gpus[static_cast<size_t>(member)], key, id, instance, instances);
+  a.set("group_members", cluster_device_name(*gpus[0]) + "," + cluster_device_name(*gpus[1]));
+  a.set("member", int64_t{member});
+  return a;
+}
+
+// Two members on two GPUs of this process, their nodes started one after the other from one
+// thread (as an executor may): each instance is issued once both came, and gives the exact sums,
+// means, broadcasts and gathers. Instance 1 of member 1 comes before instance 0 of member 0.
+TEST(NcclLocalMembers, TwoGpusInOneProcessGiveExactResults) {
+  const std::vector<Device*> gpus = two_gpus();
+  if (gpus.empty()) GTEST_SKIP() << "needs two CUDA devices in one process";
+  const int64_t key = next_group_key(), n = 300;
+  const std::string id = new_nccl_id();
+  StepContext step(1);
+  auto attrs = [&](int member, int64_t instance, const char* what, const char* value) {
+    Attrs a = local_pair_attrs(gpus, member, key, id, instance, 4);
+    if (what) a.set(what, std::string(value));
+    return a;
+  };
+  std::vector<std::shared_ptr<Pending>> sum(2), mean(2), bcast(2), gather(2);
+  mean[1] = start(*gpus[1], "CollectiveAllReduce", {member_input(float32, 1, n)}, attrs(1, 1, "reduction", "mean"), 1,
+                  float32, &step);
+  for (int m = 0; m < 2; ++m)
+    sum[static_cast<size_t>(m)] = start(*gpus[static_cast<size_t>(m)], "CollectiveAllReduce",
+                                        {member_input(int32, m, n)}, attrs(m, 0, "reduction", "sum"), 1, int32, &step);
+  mean[0] = start(*gpus[0], "CollectiveAllReduce", {member_input(float32, 0, n)}, attrs(0, 1, "reduction", "mean"), 1,
+                  float32, &step);
+  for (int m = 0; m < 2; ++m) {
+    Attrs b = attrs(m, 2, nullptr, nullptr);
+    b.set("root", int64_t{1});
+    if (m == 0) {  // the root sends; the other member says what it receives
+      b.set("shape", Shape({n}));
+      b.set("dtype", bfloat16);
+    }
+    const std::vector<Tensor> in = m == 1 ? std::vector<Tensor>{member_input(bfloat16, 1, n)} : std::vector<Tensor>{};
+    bcast[static_cast<size_t>(m)] = start(*gpus[static_cast<size_t>(m)], "CollectiveBroadcast", in, b, 1, bfloat16, &step);
+    gather[static_cast<size_t>(m)] = start(*gpus[static_cast<size_t>(m)], "CollectiveAllGather",
+                                           {member_input(float32, m, n)}, attrs(m, 3, nullptr, nullptr), 1, float32, &step);
+  }
+  for (int m = 0; m < 2; ++m) {
+    SCOPED_TRACE("member " + std::to_string(m));
+    const auto i = static_cast<size_t>(m);
+    ASSERT_TRUE(succeeded(sum[i]->wait()));
+    ASSERT_TRUE(succeeded(mean[i]->wait()));
+    ASSERT_TRUE(succeeded(bcast[i]->wait()));
+    ASSERT_TRUE(succeeded(gather[i]->wait()));
+    EXPECT_EQ(sum[i]->outputs[0].device_ptr(), gpus[i]);
+    EXPECT_TRUE(same_values(member_input(int32, -1, n), sum[i]->outputs[0].to(cpu_device()), 0));
+    EXPECT_TRUE(same_values(member_input(float32, -2, n), mean[i]->outputs[0].to(cpu_device()), 0));
+    EXPECT_TRUE(same_values(member_input(bfloat16, 1, n), bcast[i]->outputs[0].to(cpu_device()), 0));
+    std::vector<float> both = member_values(0, n), second = member_values(1, n);
+    both.insert(both.end(), second.begin(), second.end());
+    EXPECT_TRUE(same_values(host_tensor(float32, both), gather[i]->outputs[0].to(cpu_device()), 0));
+  }
+}
+
+// Member 1 of this process never runs its node: member 0's collective fails once the wait for it
+// passes, naming it, instead of waiting forever.
+TEST(NcclLocalMembers, AMemberOfThisProcessThatNeverComesIsNamed) {
+  const std::vector<Device*> gpus = two_gpus();
+  if (gpus.empty()) GTEST_SKIP() << "needs two CUDA devices in one process";
+  const std::exception_ptr e = all_reduce_as_member_0(*gpus[0], next_group_key(), new_nccl_id(),
+                                                      {cluster_device_name(*gpus[0]), cluster_device_name(*gpus[1])});
+  ASSERT_NE(e, nullptr);
+  EXPECT_THROW(std::rethrow_exception(e), DeadlineExceeded);
+  EXPECT_NE(message_of(e).find("member(s) 1 of this process"), std::string::npos) << message_of(e);
 }
 
 }  // namespace
