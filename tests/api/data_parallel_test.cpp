@@ -1,6 +1,8 @@
-// DataParallel in a process that is a cluster of one: one replica, and the step is exactly the
-// traced step of weft::function. Argument and option errors. The bucket plan.
+// DataParallel in a process that is a cluster of one: a replica per GPU, else one on the CPU
+// (whose step is exactly the traced step of weft::function). Argument and option errors. The bucket plan.
 #include "distribute/data_parallel_training.h"
+
+#include <algorithm>
 
 #include "api/devices.h"
 #include "api/distribute/gradient_buckets.h"
@@ -10,15 +12,16 @@
 namespace weft {
 namespace {
 
-TEST(DataParallel, OneProcessIsOneReplica) {
+// A process that is a cluster of one: a replica on each of its GPUs (as MirroredStrategy takes a
+// machine's GPUs), else one on its CPU.
+TEST(DataParallel, OneProcessHasAReplicaPerGpuElseOneOnItsCpu) {
   Cluster cluster;
   distribute::DataParallel dp(cluster);
-  EXPECT_EQ(dp.num_replicas(), 1);
-  ASSERT_EQ(dp.replica_devices().size(), 1u);
-  // The process's first GPU where it has one (as Horovod gives each process a GPU), else its CPU.
-  bool gpu = false;
-  for (const DeviceInfo& d : list_devices()) gpu |= d.type == "GPU";
-  EXPECT_NE(dp.replica_devices()[0].find(gpu ? "device:GPU:0" : "device:CPU:0"), std::string::npos)
+  int gpus = 0;
+  for (const DeviceInfo& d : list_devices()) gpus += d.type == "GPU" ? 1 : 0;
+  EXPECT_EQ(dp.num_replicas(), std::max(gpus, 1));
+  ASSERT_EQ(dp.replica_devices().size(), static_cast<size_t>(dp.num_replicas()));
+  EXPECT_NE(dp.replica_devices()[0].find(gpus ? "device:GPU:0" : "device:CPU:0"), std::string::npos)
       << dp.replica_devices()[0];
 }
 

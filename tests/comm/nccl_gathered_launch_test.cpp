@@ -6,6 +6,7 @@
 // The NCCL code on top of it is tests/gpu/nccl_test.cpp's (NcclLocalMembers, two GPUs).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -182,6 +183,38 @@ TEST(NcclGatheredLaunch, AFailureGivesEachMemberItsOwnStepsErrorWhereItWasCancel
   l->fail(std::make_exception_ptr(Unavailable("[test] NCCL error")));
   EXPECT_EQ(h.calls.log, (std::vector<std::pair<int, std::string>>{{0, "[test] NCCL error"},
                                                                    {1, "[step] member 1's step was cancelled"}}));
+}
+
+// Members arriving on their own threads while the watchdog looks and a step is cancelled: every
+// member's done runs exactly once, whichever wins.
+TEST(NcclGatheredLaunch, ConcurrentArrivalsLooksAndACancelRunEveryDoneOnce) {
+  constexpr int kMembers = 4;
+  for (int round = 0; round < 200; ++round) {
+    NcclWatchdog dog(60s, [&](const std::shared_ptr<NcclChannel>& c, std::exception_ptr e) { dog.abort({c}, e); }, {},
+                     NcclWatchdog::Thread::kNone);
+    auto channel = std::make_shared<ReadyChannel>();
+    auto l = std::make_shared<Launch>(channel, std::vector<int>{0, 1, 2, 3}, "[test] round",
+                                      std::chrono::steady_clock::now() + 60s);
+    dog.watch(l);
+    std::atomic<int> calls[kMembers] = {};
+    CancellationManager step;
+    std::atomic<int> gathered{0};
+    std::vector<std::thread> threads;
+    for (int m = 0; m < kMembers; ++m)
+      threads.emplace_back([&, m] {
+        const Arrived a = l->arrive(
+            {.member = m, .cancellation = &step, .part = "x", .done = [&calls, m](std::exception_ptr) { ++calls[m]; }});
+        if (a == Arrived::kGathered) ++gathered;
+      });
+    threads.emplace_back([&] {
+      if (round % 2) step.cancel(std::make_exception_ptr(Unavailable("[step] cancelled")));
+      for (int i = 0; i < 3; ++i) dog.poll_once();
+    });
+    for (std::thread& t : threads) t.join();
+    if (gathered == 1) l->complete();  // the issuer's part: completes, or finds it failed already
+    for (int m = 0; m < kMembers; ++m) ASSERT_EQ(calls[m].load(), 1) << "round " << round << " member " << m;
+    EXPECT_TRUE(l->all_arrived());
+  }
 }
 
 }  // namespace
