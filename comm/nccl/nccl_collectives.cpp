@@ -61,18 +61,17 @@ struct NcclCollectives::Impl {
     CollectiveParams group;  // the first call's: for messages
     std::vector<int> local;  // the group's members in this process, ascending
     std::mutex nccl_mu;      // one NCCL call on these communicators at a time
-    bool made = false;               // guarded by nccl_mu
-    std::vector<ncclComm_t> comms;   // by position in `local`, once made; null once aborted
+    // By position in `local`; guarded by nccl_mu. Empty until made; null once aborted.
+    std::vector<ncclComm_t> comms;
     NcclIssueQueue queue;
     std::mutex gather_mu;
-    bool aborted = false;  // guarded by gather_mu: no instance gathers any more
     // Instances whose members are still arriving, by (step, instance); guarded by gather_mu.
     std::map<std::pair<int64_t, int64_t>, std::shared_ptr<Op>> gathering;
 
     // Ready when every rank's communicator is; the first failure names its rank.
     NcclPoll poll_comm() override {
       std::lock_guard<std::mutex> nccl_lock(nccl_mu);
-      if (!made) return NcclPoll::pending();
+      if (comms.empty()) return NcclPoll::pending();
       bool pending = false;
       for (size_t i = 0; i < comms.size(); ++i) {
         const NcclPoll p = poll_nccl_comm(comms[i]);
@@ -85,7 +84,6 @@ struct NcclCollectives::Impl {
     void abort(std::exception_ptr error) override {
       {
         std::lock_guard<std::mutex> lock(gather_mu);
-        aborted = true;
         gathering.clear();  // the watchdog fails those launches: they are this channel's
       }
       queue.fail_all(error);  // its items' fail callbacks find the communicator aborted: no-ops
@@ -199,18 +197,18 @@ struct NcclCollectives::Impl {
   }
 
   // The instance `key` of `comm` that is gathering, made (and watched: cancellable while it
-  // gathers) if it is the first member's. FailedPrecondition once the communicators are aborted.
+  // gathers) if it is the first member's. comm_for() refused aborted communicators; one aborted
+  // since fails a watched instance itself, and a new one here.
   std::shared_ptr<Op> gathering_op(const std::shared_ptr<Comm>& comm, const CollectiveInstanceKey& key,
                                    const CollectiveParams& p) {
     std::lock_guard<std::mutex> lock(comm->gather_mu);
-    if (comm->aborted) throw FailedPrecondition("[" + p.op + "] the " + comm->describe() + " was aborted");
     std::shared_ptr<Op>& op = comm->gathering[{key.step_id, key.instance_key}];
     if (op) return op;
     op = std::make_shared<Op>(comm, comm->local, "[" + p.op + "] " + key.to_string(),
                               std::chrono::steady_clock::now() + watchdog.init_timeout());
     op->key = key;
     watchdog.watch(op);
-    // An abort between the check above and watch() did not see it: fail it here, exactly once.
+    // An abort since comm_for()'s check that did not see it: fail it here, exactly once.
     if (std::optional<std::string> why = watchdog.abort_reason(*comm); why && watchdog.forget(op))
       op->fail(std::make_exception_ptr(FailedPrecondition("[" + p.op + "] the " + comm->describe() + " was aborted (" +
                                                           *why + ")")));
@@ -229,7 +227,7 @@ struct NcclCollectives::Impl {
     check_cuda(cudaEventRecord(events.ready, call.compute), "cudaEventRecord(compute -> nccl)");
     const CollectiveInstanceKey key{call.p.group_key, call.step_id, call.p.instance_key, call.p.group_instances};
     std::shared_ptr<Op> op = gathering_op(comm, key, call.p);
-    const int member = static_cast<int>(call.p.member);
+    const int member = call.p.member;
     CancellationManager* cancellation = call.cancellation;
     // From here on `done` belongs to the instance (arrive() throws only before taking it, for a
     // member that came twice): nothing below throws to run_async.
@@ -271,8 +269,7 @@ struct NcclCollectives::Impl {
     std::string failure;
     {
       std::lock_guard<std::mutex> nccl_lock(c.nccl_mu);
-      if (c.made) return true;
-      c.made = true;
+      if (!c.comms.empty()) return true;
       c.comms.assign(first.size(), nullptr);
       const NcclIdBytes bytes = decode_nccl_id(c.group.nccl_id, c.group.op);
       ncclUniqueId id;
@@ -357,7 +354,7 @@ struct NcclCollectives::Impl {
           break;
         case CollectiveKind::kBroadcast:
           check(ncclBroadcast(call.p.member == call.p.root ? call.inputs[0].raw_data() : nullptr, out.raw_data(),
-                              static_cast<size_t>(out.size()), dt, static_cast<int>(call.p.root), comm, stream),
+                              static_cast<size_t>(out.size()), dt, call.p.root, comm, stream),
                 "ncclBroadcast", comm);
           break;
         case CollectiveKind::kAllGather:
