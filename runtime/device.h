@@ -45,6 +45,15 @@ class Device {
   // then. The default copies at once and calls done inline.
   virtual void copy_to_host_async(const void* src, void* dst, size_t bytes,
                                   std::function<void(std::exception_ptr)> done);
+  // Whether copy_to_peer can copy from this device to `to` without the host. Never between CPUs,
+  // which share host memory and need no copy; between two GPUs with a peer path.
+  virtual bool can_copy_to_peer(Device& /*to*/) { return false; }
+  // Queues a copy of `bytes` from `src` on this device into `dst` on `to` (can_copy_to_peer(to)),
+  // ordered after the work queued on both devices so far and before the work queued on `to`
+  // afterwards, while this device's later work (which may reuse the source's block once it is
+  // freed) waits for the copy to have read it. Returns at once. FailedPrecondition when the two
+  // have no peer path.
+  virtual void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes);
   // Waits for the work queued on the device (a GPU's compute stream). CUDA kernels reach their
   // stream through cuda_context(device) (runtime/cuda/cuda_context.h).
   virtual void synchronize() {}

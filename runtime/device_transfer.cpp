@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "runtime/error.h"
+
 namespace weft {
 
 bool readable_on(const Device* dev, const Tensor& t) {
@@ -17,6 +19,10 @@ void Device::copy_to_host_async(const void* src, void* dst, size_t bytes, std::f
     error = std::current_exception();
   }
   done(error);
+}
+
+void Device::copy_to_peer(const void*, Device& to, void*, size_t) {
+  throw FailedPrecondition("[transfer] " + name() + " cannot copy to " + to.name() + " without the host");
 }
 
 namespace {
@@ -56,8 +62,13 @@ void transfer_async(Tensor value, Device& to, TransferDone done) {
     } else if (to.type() == DeviceType::CPU) {
       download_async(std::move(value), to, std::move(done));
       return;
+    } else if (value.device_ptr()->can_copy_to_peer(to)) {
+      // GPU to GPU directly, queued on `to`; `value` may go at once (its GPU waits for the copy).
+      result = Tensor::empty(value.dtype(), value.shape(), &to);
+      value.device_ptr()->copy_to_peer(value.raw_data(), to, result.raw_data(), value.nbytes());
     } else {
-      // GPU to GPU through the host: down on the source's copy thread, then up.
+      // GPU to GPU through the host when the two have no peer path: down on the source's copy
+      // thread, then up.
       download_async(std::move(value), *cpu_device(), [&to, done = std::move(done)](std::exception_ptr e, Tensor host) {
         Tensor out;
         if (!e) {

@@ -84,6 +84,8 @@ Tensor Tensor::to(Device* device) const {
     device->copy_from_host(src, out.raw_data(), nbytes());
   } else if (device->type() == DeviceType::CPU) {
     device_ptr()->copy_to_host(src, out.raw_data(), nbytes());
+  } else if (device_ptr()->can_copy_to_peer(*device)) {
+    device_ptr()->copy_to_peer(src, *device, out.raw_data(), nbytes());
   } else {
     std::vector<unsigned char> staging(nbytes());
     device_ptr()->copy_to_host(src, staging.data(), nbytes());

@@ -134,6 +134,24 @@ AllocatorStats CudaAllocator::stats() const {
   return s;
 }
 
+bool CudaAllocator::share_with(int peer) {
+  std::lock_guard<std::mutex> lock(share_mu_);
+  auto known = shared_with_.find(peer);
+  if (known != shared_with_.end()) return known->second;
+  bool granted = false;
+  int can = 0;
+  if (pooled_ && peer != device_ && cudaDeviceCanAccessPeer(&can, peer, device_) == cudaSuccess && can) {
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = peer;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    granted = cudaMemPoolSetAccess(pool_, &access, 1) == cudaSuccess;
+  }
+  if (!granted) cudaGetLastError();  // a refusal only means "through the host"
+  shared_with_[peer] = granted;
+  return granted;
+}
+
 void CudaAllocator::reset_peak() { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 void CudaAllocator::release_cache() {

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -49,6 +50,13 @@ class CudaAllocator final : public Allocator {
   // False on devices without memory pools; then blocks come from cudaMalloc and a free waits for
   // the compute stream first.
   bool stream_ordered() const { return pooled_; }
+
+  // Lets GPU `peer` read and write every block of this allocator, present and future, so that a
+  // copy between the two GPUs can run on the peer's stream without the host. Pool memory does not
+  // follow cudaDeviceEnablePeerAccess: the pool itself must grant access (cudaMemPoolSetAccess).
+  // False when it cannot be granted: no peer path between the two GPUs (cudaDeviceCanAccessPeer),
+  // no pool, or the driver refuses; callers then copy through the host. Decided once per peer.
+  bool share_with(int peer);
 
   // What the small-block lists hold.
   int64_t small_block_bytes_cached() const {
@@ -79,6 +87,8 @@ class CudaAllocator final : public Allocator {
   mutable std::mutex small_mu_;
   std::array<std::vector<void*>, kSmallClasses> small_free_;  // by class, freed blocks to reuse
   int64_t small_cached_bytes_ = 0;
+  std::mutex share_mu_;
+  std::map<int, bool> shared_with_;  // peer -> whether share_with granted it
 };
 
 }  // namespace weft

@@ -39,6 +39,7 @@ class CudaDevice final : public Device {
         stream_(create_compute_stream(index)),
         allocator_(index, stream_),
         copies_(index, stream_) {
+    check_cuda(cudaEventCreateWithFlags(&peer_event_, cudaEventDisableTiming), "cudaEventCreate(peer)");
     cudaDeviceProp prop{};
     check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     memory_bytes_ = static_cast<int64_t>(prop.totalGlobalMem);
@@ -49,6 +50,7 @@ class CudaDevice final : public Device {
   // must not throw.
   ~CudaDevice() override {
     ignore_cuda_error(cudaSetDevice(index_));
+    if (peer_event_) ignore_cuda_error(cudaEventDestroy(peer_event_));
     if (context_) {
       if (context_->lt) cublasLtDestroy(context_->lt);
       if (context_->workspace) ignore_cuda_error(cudaFree(context_->workspace));
@@ -70,6 +72,29 @@ class CudaDevice final : public Device {
     if (bytes == 0) return;
     check_cuda(cudaSetDevice(index_), "cudaSetDevice");
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy on device");
+  }
+  bool can_copy_to_peer(Device& to) override {
+    auto* peer = dynamic_cast<CudaDevice*>(&to);
+    return peer && peer != this && allocator_.share_with(peer->index_);
+  }
+  // On the peer's compute stream, between events: the peer waits for this GPU's work so far (the
+  // source's producers), and this GPU's stream then waits for the copy, since the source's block
+  // goes back to this GPU's stream-ordered pool when the tensor is dropped, which may be at once.
+  void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes) override {
+    if (!can_copy_to_peer(to)) Device::copy_to_peer(src, to, dst, bytes);  // throws
+    if (bytes == 0) return;
+    auto* peer = static_cast<CudaDevice*>(&to);
+    // The two devices' peer events are recorded and waited as one sequence.
+    static std::mutex peer_copies;
+    std::lock_guard<std::mutex> lock(peer_copies);
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    check_cuda(cudaEventRecord(peer_event_, stream_), "cudaEventRecord(before peer copy)");
+    check_cuda(cudaSetDevice(peer->index_), "cudaSetDevice");
+    check_cuda(cudaStreamWaitEvent(peer->stream_, peer_event_, 0), "cudaStreamWaitEvent(peer copy after source)");
+    check_cuda(cudaMemcpyPeerAsync(dst, peer->index_, src, index_, bytes, peer->stream_), "copy between GPUs");
+    check_cuda(cudaEventRecord(peer->peer_event_, peer->stream_), "cudaEventRecord(after peer copy)");
+    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+    check_cuda(cudaStreamWaitEvent(stream_, peer->peer_event_, 0), "cudaStreamWaitEvent(source after peer copy)");
   }
   void synchronize() override {
     check_cuda(cudaSetDevice(index_), "cudaSetDevice");
@@ -117,6 +142,7 @@ class CudaDevice final : public Device {
   }
 
   cudaStream_t stream_;
+  cudaEvent_t peer_event_ = nullptr;  // orders copies between GPUs with this GPU's compute stream
   CudaAllocator allocator_;
   CudaCopyEngine copies_;
   std::string model_;

@@ -13,11 +13,13 @@
 namespace weft {
 namespace {
 
-bool has_gpu() {
-  for (const DeviceInfo& d : list_devices())
-    if (d.type == "GPU") return true;
-  return false;
+int gpu_count() {
+  int n = 0;
+  for (const DeviceInfo& d : list_devices()) n += d.type == "GPU";
+  return n;
 }
+
+bool has_gpu() { return gpu_count() > 0; }
 
 TEST(Gpu, AddMatchesCpu) {
   if (!has_gpu()) GTEST_SKIP() << "no GPU";
@@ -87,6 +89,52 @@ TEST(Gpu, SessionOverCpuAndGpuGivesTheCpusResults) {
   }
   EXPECT_TRUE(some_gpu) << "nothing was placed on the GPU";
   EXPECT_TRUE(some_cpu) << "nothing was placed on the CPU";
+}
+
+// A model over two GPUs of one process: the tensors between them go GPU to GPU (directly where
+// the driver has a peer path), in a traced step and eagerly alike, and give the CPU's answers.
+TEST(Gpu, SessionOverTwoGpusGivesTheCpusResults) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  Graph g;
+  Tensor x, y;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {1000, 37}, "x");
+    Tensor a;
+    {
+      DeviceScope on("/gpu:0");
+      a = relu(x * 2.f) - x;
+    }
+    DeviceScope on("/gpu:1");
+    y = tanh(a) + x;  // reads GPU 0's result
+  }
+  Session sess(g);
+  for (int step = 0; step < 5; ++step) {
+    const Tensor xt = constant(ref::random_values<float>(1000 * 37, 20 + step, -3, 3), Shape{1000, 37});
+    const std::vector<float> want = (tanh(relu(xt * 2.f) - xt) + xt).to_vector<float>();
+    const std::vector<float> have = sess.run({{x, xt}}, {y})[0].to_vector<float>();
+    ASSERT_EQ(have.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(have[i], want[i], 1e-6f * (1 + std::fabs(want[i]))) << i;
+  }
+  bool on0 = false, on1 = false;
+  for (const auto& [node, device] : sess.placement()) {
+    on0 |= device.find("GPU:0") != std::string::npos;
+    on1 |= device.find("GPU:1") != std::string::npos;
+  }
+  EXPECT_TRUE(on0 && on1) << "the graph was not placed over both GPUs";
+
+  const Tensor xt = constant(ref::random_values<float>(4099, 30, -3, 3), Shape{4099});
+  Tensor a, b;
+  {
+    DeviceScope on("/gpu:0");
+    a = xt * 3.f;
+  }
+  {
+    DeviceScope on("/gpu:1");
+    b = a + a;  // a moves to GPU 1
+  }
+  EXPECT_NE(b.device().find("GPU:1"), std::string::npos) << b.device();
+  EXPECT_EQ(b.to_vector<float>(), ((xt * 3.f) + (xt * 3.f)).to_vector<float>());
 }
 
 // A Const on the GPU is uploaded once, when the step's executor is made, and the same buffer

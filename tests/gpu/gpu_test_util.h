@@ -30,6 +30,16 @@ inline Device* gpu() {
   return nullptr;
 }
 
+// The process's first two GPUs, or an empty vector (tests of two GPUs skip).
+inline std::vector<Device*> two_gpus() {
+  std::vector<Device*> out;
+  register_builtin_ops();
+  for (Device* d : local_devices())
+    if (d->type() == DeviceType::CUDA && out.size() < 2) out.push_back(d);
+  if (out.size() < 2) out.clear();
+  return out;
+}
+
 #define WEFT_REQUIRE_GPU()                                                               \
   do {                                                                                   \
     if (!::weft::gpu_test::gpu()) GTEST_SKIP() << "no CUDA device (or no CUDA driver)"; \

@@ -431,16 +431,6 @@ TEST(NcclTwoProcesses, ACollectiveWhosePeerDiedEndsWithItsStep) {
 
 // ---- several GPUs in one process: one communicator per GPU, issued together ----
 
-// The process's first two GPUs, or an empty vector (the tests skip).
-std::vector<Device*> two_gpus() {
-  std::vector<Device*> out;
-  register_builtin_ops();
-  for (Device* d : local_devices())
-    if (d->type() == DeviceType::CUDA && out.size() < 2) out.push_back(d);
-  if (out.size() < 2) out.clear();
-  return out;
-}
-
 Attrs local_pair_attrs(const std::vector<Device*>& gpus, int member, int64_t key, const std::string& id,
                        int64_t instance, int64_t instances) {
   Attrs a = group_attrs(*gpus[static_cast<size_t>(member)], key, id, instance, instances);

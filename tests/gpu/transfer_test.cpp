@@ -1,6 +1,7 @@
 // Host <-> GPU copies (runtime/cuda/cuda_copy_engine.h through the Device interface) and moving
 // tensors between devices (runtime/device_transfer.h), for sizes around the staging block sizes.
 #include <gtest/gtest.h>
+#include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstring>
@@ -134,6 +135,74 @@ TEST(GpuTransfer, TensorsMoveBetweenHostAndGpu) {
       EXPECT_EQ(back.device_ptr(), cpu_device());
       EXPECT_EQ(host_bytes(back), host_bytes(host)) << dtype_name(dt) << " " << n;
     }
+  }
+}
+
+// ---- between two GPUs of this process ----
+
+// Whether the driver offers a direct path from GPU `from` to GPU `to`.
+bool driver_has_peer_path(const Device& from, const Device& to) {
+  int can = 0;
+  return cudaDeviceCanAccessPeer(&can, to.index(), from.index()) == cudaSuccess && can;
+}
+
+// Every dtype and size moves from one GPU to the other with its bytes, both ways, through
+// transfer_async and Tensor::to alike; directly wherever the driver has a peer path.
+TEST(GpuPeerTransfer, TensorsMoveBetweenTwoGpusWithTheirBytes) {
+  const std::vector<Device*> gpus = two_gpus();
+  if (gpus.empty()) GTEST_SKIP() << "needs two CUDA devices in one process";
+  Device &g0 = *gpus[0], &g1 = *gpus[1];
+  EXPECT_EQ(g0.can_copy_to_peer(g1), driver_has_peer_path(g0, g1));
+  EXPECT_EQ(g1.can_copy_to_peer(g0), driver_has_peer_path(g1, g0));
+  EXPECT_FALSE(g0.can_copy_to_peer(g0));
+  EXPECT_FALSE(g0.can_copy_to_peer(*cpu_device()));
+  for (DType dt : {float32, float64, int32, int64, bool_, float16, bfloat16, uint8}) {
+    for (int64_t n : {0, 1, 1000, (1 << 20) + 3, (9 << 20) + 1}) {
+      Tensor host = random_tensor(dt, Shape{n}, 60 + n, Values::kAllBits);
+      Tensor on0 = transfer(host, g0);
+      Tensor on1 = transfer(on0, g1);
+      EXPECT_EQ(on1.device_ptr(), &g1);
+      EXPECT_EQ(on1.shape(), host.shape());
+      Tensor back0 = on1.to(&g0);
+      EXPECT_EQ(back0.device_ptr(), &g0);
+      EXPECT_EQ(host_bytes(on1), host_bytes(host)) << dtype_name(dt) << " " << n << " to GPU 1";
+      EXPECT_EQ(host_bytes(back0), host_bytes(host)) << dtype_name(dt) << " " << n << " back to GPU 0";
+    }
+  }
+}
+
+// The copy is ordered on both sides: it reads what the source GPU's kernels wrote, the target's
+// kernels read what it wrote, and the source may be dropped at once: its block goes back to GPU
+// 0's stream-ordered pool, and the next kernel there (which will likely get that very block)
+// waits for the copy to have read it.
+TEST(GpuPeerTransfer, OrderedWithBothGpusKernelsWhenTheSourceIsDroppedAtOnce) {
+  const std::vector<Device*> gpus = two_gpus();
+  if (gpus.empty()) GTEST_SKIP() << "needs two CUDA devices in one process";
+  Device &g0 = *gpus[0], &g1 = *gpus[1];
+  register_builtin_ops();
+  const OpDef& add = op_registry().get("Add");
+  KernelFn add0 = find_kernel(add, DeviceType::CUDA, float32);
+  ASSERT_NE(add0, nullptr);
+  const Shape shape{(8 << 20) + 5};
+  Tensor a = random_tensor(float32, shape, 71, Values::kGeneral), b = random_tensor(float32, shape, 72, Values::kGeneral);
+  Tensor want = run_on(*cpu_device(), "Add", {a, b}, float32, shape);
+  Tensor want_doubled = run_on(*cpu_device(), "Add", {want, want}, float32, shape);
+  const Tensor a0 = a.to(&g0), b0 = b.to(&g0);
+  auto sum_on = [&](Device& d, const Tensor& x, const Tensor& y) {
+    std::vector<Tensor> ins = {x, y}, outs(1);
+    run_kernel(add, add0, d, Attrs{}, ins, outs, [&](size_t) { return TensorMeta{float32, shape}; });
+    return outs[0];
+  };
+  for (int round = 0; round < 4; ++round) {
+    Tensor on1;
+    {
+      Tensor sum0 = sum_on(g0, a0, b0);  // queued on GPU 0, likely still running
+      on1 = transfer(sum0, g1);
+    }  // sum0 dropped: its block is free on GPU 0
+    Tensor overwrite = sum_on(g0, b0, b0);  // may reuse sum0's block
+    Tensor doubled = sum_on(g1, on1, on1);  // GPU 1 reads the copy
+    EXPECT_TRUE(same_values(want, on1.to(cpu_device()), 0)) << "round " << round;
+    EXPECT_TRUE(same_values(want_doubled, doubled.to(cpu_device()), 0)) << "round " << round;
   }
 }
 

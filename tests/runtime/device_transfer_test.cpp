@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "runtime/device.h"
@@ -35,6 +36,21 @@ TEST(DeviceTransfer, DefaultAsyncCopyToHostCopiesThenCallsBack) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(dst, src);
+}
+
+// Peer copies are for devices with memories of their own: a CPU never offers one, and asking it
+// for one anyway is an error naming both devices, not a silent no-op.
+TEST(DeviceTransfer, CpusHaveNoPeerCopy) {
+  Device& cpu = *cpu_device();
+  EXPECT_FALSE(cpu.can_copy_to_peer(cpu));
+  int32_t a = 1, b = 2;
+  try {
+    cpu.copy_to_peer(&a, cpu, &b, sizeof a);
+    FAIL() << "expected FailedPrecondition";
+  } catch (const FailedPrecondition& e) {
+    EXPECT_NE(std::string(e.what()).find(cpu.name() + " cannot copy to " + cpu.name()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(b, 2);
 }
 
 }  // namespace
