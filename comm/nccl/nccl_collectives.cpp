@@ -99,9 +99,14 @@ struct NcclCollectives::Impl {
 
   // One member's call: its tensors stay with the instance until it completes, or, aborted, until
   // its events do. The events are made on the member's GPU.
+  // The buffers' addresses are taken on the kernel's thread, before `ready`: raw_data() may first
+  // compute pending eager values (runtime/pending_value.h), which must be queued before `ready`
+  // and never from the thread that issues the group (inside ncclGroupStart/End, under nccl_mu).
   struct Part {
     NcclCall call;
     NcclEvents events;  // ready: recorded on the compute stream when the kernel ran
+    std::vector<const void*> sends;  // call.inputs' data, in order
+    std::vector<void*> receives;     // call.outputs' data, in order
   };
 
   // One instance: every local member's part, issued together.
@@ -117,12 +122,19 @@ struct NcclCollectives::Impl {
     }
     // Each part's completion event, and its compute stream waiting for it.
     void finish_launch() override {
+      record_finished();
+      for (size_t i = 0; i < size(); ++i)
+        check_cuda(cudaStreamWaitEvent(part(i).call.compute, part(i).events.finished, 0),
+                   "cudaStreamWaitEvent(compute waits for nccl)");
+    }
+    // Aborted while NCCL may have queued work for it: its events cover that work (the tensors stay
+    // with the zombie until they fire).
+    void abandoned() override { record_finished(); }
+    void record_finished() {
       for (size_t i = 0; i < size(); ++i) {
         Part& m = part(i);
         check_cuda(cudaSetDevice(m.call.device), "cudaSetDevice");
         check_cuda(cudaEventRecord(m.events.finished, nccl_stream(m.call.device)), "cudaEventRecord(nccl)");
-        check_cuda(cudaStreamWaitEvent(m.call.compute, m.events.finished, 0),
-                   "cudaStreamWaitEvent(compute waits for nccl)");
       }
     }
   };
@@ -222,6 +234,10 @@ struct NcclCollectives::Impl {
       if (!nccl_dtype(t.dtype()))
         throw InvalidArgument("[" + call.p.op + "] NCCL has no type for " + std::string(dtype_name(t.dtype())));
     std::shared_ptr<Comm> comm = comm_for(call.p);
+    std::vector<const void*> sends;
+    std::vector<void*> receives;
+    for (const Tensor& t : call.inputs) sends.push_back(t.raw_data());
+    for (const Tensor& t : call.outputs) receives.push_back(t.raw_data());
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
     NcclEvents events;
     check_cuda(cudaEventRecord(events.ready, call.compute), "cudaEventRecord(compute -> nccl)");
@@ -232,7 +248,7 @@ struct NcclCollectives::Impl {
     // From here on `done` belongs to the instance (arrive() throws only before taking it, for a
     // member that came twice): nothing below throws to run_async.
     const auto arrived = op->arrive(
-        {.member = member, .cancellation = cancellation, .part = Part{std::move(call), std::move(events)}, .done = std::move(done)});
+        {.member = member, .cancellation = cancellation, .part = Part{std::move(call), std::move(events), std::move(sends), std::move(receives)}, .done = std::move(done)});
     if (arrived == Op::Arrived::kWaiting) return;
     {
       std::lock_guard<std::mutex> lock(comm->gather_mu);
@@ -270,6 +286,9 @@ struct NcclCollectives::Impl {
     {
       std::lock_guard<std::mutex> nccl_lock(c.nccl_mu);
       if (!c.comms.empty()) return true;
+      // Aborted while `first` gathered (its step cancelled, the group replaced): the abort found no
+      // communicators to abort and failed `first`; made now, nothing would ever abort them.
+      if (watchdog.abort_reason(c)) return false;
       c.comms.assign(first.size(), nullptr);
       const NcclIdBytes bytes = decode_nccl_id(c.group.nccl_id, c.group.op);
       ncclUniqueId id;
@@ -304,7 +323,8 @@ struct NcclCollectives::Impl {
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> nccl_lock(c.nccl_mu);
-      if (std::optional<std::string> why = watchdog.abort_reason(c); why || c.comms.empty() || !c.comms[0])
+      std::optional<std::string> why = watchdog.abort_reason(c);
+      if (why || c.comms.empty() || !c.comms[0] || !watchdog.issuing(op))
         throw FailedPrecondition(op.what() + ": the " + c.describe() + " was aborted (" +
                                  why.value_or("") + ")");
       r = launch(op);
@@ -348,17 +368,17 @@ struct NcclCollectives::Impl {
       const ncclDataType_t dt = *nccl_dtype(out.dtype());
       switch (call.p.kind) {
         case CollectiveKind::kAllReduce:
-          check(ncclAllReduce(call.inputs[i].raw_data(), out.raw_data(), static_cast<size_t>(out.size()), dt,
+          check(ncclAllReduce(part.sends[i], part.receives[i], static_cast<size_t>(out.size()), dt,
                               call.p.reduction == CollectiveReduction::kMean ? ncclAvg : ncclSum, comm, stream),
                 "ncclAllReduce", comm);
           break;
         case CollectiveKind::kBroadcast:
-          check(ncclBroadcast(call.p.member == call.p.root ? call.inputs[0].raw_data() : nullptr, out.raw_data(),
+          check(ncclBroadcast(call.p.member == call.p.root ? part.sends[0] : nullptr, part.receives[i],
                               static_cast<size_t>(out.size()), dt, call.p.root, comm, stream),
                 "ncclBroadcast", comm);
           break;
         case CollectiveKind::kAllGather:
-          check(ncclAllGather(call.inputs[0].raw_data(), out.raw_data(), static_cast<size_t>(call.inputs[0].size()), dt,
+          check(ncclAllGather(part.sends[0], part.receives[i], static_cast<size_t>(call.inputs[0].size()), dt,
                               comm, stream),
                 "ncclAllGather", comm);
           break;

@@ -61,6 +61,8 @@ class NcclPayloads final : public DevicePayloads {
   DevicePayloadTicket send(int peer, const RendezvousKey& key, Tensor value) override {
     Device& gpu = *value.device_ptr();
     CudaContext& cu = cuda_context(gpu);
+    // Before `ready`, on this thread: a pending eager value is computed here, queued before it.
+    void* data = value.raw_data();
     // Everything that can fail comes before the ticket: a ticket given is a transfer issued.
     NcclEvents events = events_after_compute(cu);
     std::shared_ptr<Op> op;
@@ -73,7 +75,7 @@ class NcclPayloads final : public DevicePayloads {
         it = sending_.emplace(where, open_link(LinkEnds{true, peer, cu.device, key.src_device, key.dst_device},
                                                new_nccl_id())).first;
       const std::shared_ptr<Link>& link = it->second;
-      op = std::make_shared<Op>(link, std::move(value), std::move(events));
+      op = std::make_shared<Op>(link, std::move(value), data, std::move(events));
       op->sequence = link->next_sequence++;
       watchdog_.watch(op);
     }
@@ -91,6 +93,7 @@ class NcclPayloads final : public DevicePayloads {
     CudaContext& cu = cuda_context(*gpu);
     // Allocated on the compute stream; the receive waits for that point of it.
     Tensor value = Tensor::empty(dtype, shape, gpu);
+    void* data = value.raw_data();
     NcclEvents events = events_after_compute(cu);
     std::shared_ptr<Op> op;
     {
@@ -106,7 +109,7 @@ class NcclPayloads final : public DevicePayloads {
         throw InvalidArgument("[nccl] key " + key.to_string() + " names link " + ticket.link.substr(0, 16) +
                               "..., which goes from " + link->ends.remote_device + " to GPU " +
                               std::to_string(link->ends.device) + " here");
-      op = std::make_shared<Op>(link, std::move(value), std::move(events));
+      op = std::make_shared<Op>(link, std::move(value), data, std::move(events));
       op->arrived = std::move(arrived);
       op->sequence = ticket.sequence;
       watchdog_.watch(op);
@@ -173,11 +176,12 @@ class NcclPayloads final : public DevicePayloads {
   // One transfer. A failed one is never handed on: the rendezvous heard of the failure through
   // its handler (report), and aborts every transfer of the step.
   struct Op final : NcclLaunch {
-    Op(std::shared_ptr<Link> l, Tensor v, NcclEvents e)
-        : NcclLaunch(std::move(l)), value(std::move(v)), events(std::move(e)) {}
+    Op(std::shared_ptr<Link> l, Tensor v, void* d, NcclEvents e)
+        : NcclLaunch(std::move(l)), value(std::move(v)), data(d), events(std::move(e)) {}
     Link& link() const { return static_cast<Link&>(*channel()); }
     uint64_t sequence = 0;
     Tensor value;
+    void* data;          // value's memory, taken where the transfer was asked for
     Arrived arrived;     // null for a send
     NcclEvents events;   // ready: on the compute stream, the tensor is made (or allocated)
 
@@ -186,6 +190,9 @@ class NcclPayloads final : public DevicePayloads {
       check_cuda(cudaSetDevice(link().ends.device), "cudaSetDevice");
       check_cuda(cudaEventRecord(events.finished, link().stream), "cudaEventRecord(nccl link)");
     }
+    // Aborted while NCCL may have queued its kernel: the event covers it (the tensor stays with
+    // the zombie until it fires).
+    void abandoned() override { finish_launch(); }
     void complete() override {
       if (arrived) arrived(std::move(value));
       value = Tensor();  // a sent buffer is free once the transfer completed
@@ -249,11 +256,11 @@ class NcclPayloads final : public DevicePayloads {
     ncclResult_t r;
     {
       std::lock_guard<std::mutex> nccl_lock(l.nccl_mu);
-      if (!l.comm) throw FailedPrecondition("[nccl] the " + l.describe() + " was aborted");
+      if (!l.comm || !watchdog_.issuing(op)) throw FailedPrecondition("[nccl] the " + l.describe() + " was aborted");
       check_cuda(cudaSetDevice(l.ends.device), "cudaSetDevice");
       check_cuda(cudaStreamWaitEvent(l.stream, op.events.ready, 0), "cudaStreamWaitEvent(nccl link waits for compute)");
-      r = l.ends.sender ? ncclSend(op.value.raw_data(), op.value.nbytes(), ncclUint8, 1, l.comm, l.stream)
-                        : ncclRecv(op.value.raw_data(), op.value.nbytes(), ncclUint8, 0, l.comm, l.stream);
+      r = l.ends.sender ? ncclSend(op.data, op.value.nbytes(), ncclUint8, 1, l.comm, l.stream)
+                        : ncclRecv(op.data, op.value.nbytes(), ncclUint8, 0, l.comm, l.stream);
       if (r != ncclSuccess && r != ncclInProgress)
         throw Unavailable("[nccl] the " + l.describe() + ": " + (l.ends.sender ? "ncclSend" : "ncclRecv") +
                           " failed: " + nccl_message(r, l.comm));

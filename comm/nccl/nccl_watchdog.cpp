@@ -61,10 +61,18 @@ bool NcclWatchdog::forget(const std::shared_ptr<NcclLaunch>& launch) {
   return true;
 }
 
+bool NcclWatchdog::issuing(NcclLaunch& launch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (launch.state_ == NcclLaunch::State::kDone) return false;
+  if (launch.state_ == NcclLaunch::State::kQueued) launch.state_ = NcclLaunch::State::kIssuing;
+  return true;
+}
+
 bool NcclWatchdog::launched(NcclLaunch& launch, bool in_progress) {
   if (in_progress) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (launch.state_ == NcclLaunch::State::kQueued) launch.state_ = NcclLaunch::State::kLaunching;
+    if (launch.state_ == NcclLaunch::State::kQueued || launch.state_ == NcclLaunch::State::kIssuing)
+      launch.state_ = NcclLaunch::State::kLaunching;
     return false;
   }
   finish(launch);
@@ -90,7 +98,7 @@ std::vector<std::shared_ptr<NcclChannel>> NcclWatchdog::live_channels() const {
 
 void NcclWatchdog::abort(const std::vector<std::shared_ptr<NcclChannel>>& channels, std::exception_ptr error) {
   std::vector<std::shared_ptr<NcclChannel>> aborted;
-  std::vector<std::shared_ptr<NcclLaunch>> failed;
+  std::vector<std::shared_ptr<NcclLaunch>> failed, abandoned;
   const std::string reason = what_of(error);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -107,14 +115,29 @@ void NcclWatchdog::abort(const std::vector<std::shared_ptr<NcclChannel>>& channe
         ++it;
         continue;
       }
-      if (l.state_ == NcclLaunch::State::kLaunching || l.state_ == NcclLaunch::State::kInFlight)
-        zombies_.push_back(*it);
+      if (l.state_ != NcclLaunch::State::kQueued) abandoned.push_back(*it);
       l.state_ = NcclLaunch::State::kDone;  // a look under way skips it
       failed.push_back(*it);
       it = launches_.erase(it);
     }
   }
   for (const auto& c : aborted) c->abort(error);
+  // Only now are they zombies: NCCL queues nothing more for them, and their events can say so.
+  std::erase_if(abandoned, [](const std::shared_ptr<NcclLaunch>& z) {
+    try {
+      z->abandoned();
+      return false;
+    } catch (...) {
+      return true;  // no event to wait for: dropped
+    }
+  });
+  if (!abandoned.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      zombies_.insert(zombies_.end(), abandoned.begin(), abandoned.end());
+    }
+    cv_.notify_all();
+  }
   for (const auto& l : failed) l->fail(error);
 }
 
@@ -168,7 +191,8 @@ std::optional<NcclWatchdog::Clock::duration> NcclWatchdog::poll_once() {
       on_failure_(c, cancelled);
       continue;
     }
-    if (state == NcclLaunch::State::kQueued) continue;
+    // Queued: its turn has not come. Issuing: its issuer is in NCCL's calls, and finishes it.
+    if (state == NcclLaunch::State::kQueued || state == NcclLaunch::State::kIssuing) continue;
     in_flight = true;
     const NcclPoll comm = c->poll_comm();
     if (comm.kind == NcclPoll::Kind::kFailed) {

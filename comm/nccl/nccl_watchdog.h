@@ -12,13 +12,18 @@
 //   - a launch whose step was cancelled (cancelled()) -> the failure handler, with the step's error.
 // The failure handler decides what a broken channel takes down: the collectives abort that
 // channel, the rendezvous every link. abort() marks channels aborted and fails their launches once
-// each; a launch NCCL may still be running (launching or in flight) is kept as a zombie, with its
-// buffers, until its completion stops saying pending (ncclCommAbort makes its kernels return).
+// each; a launch NCCL may still be running (being issued, launching or in flight) is kept as a
+// zombie, with its buffers, until its completion stops saying pending (ncclCommAbort makes its
+// kernels return). A zombie is looked at only once its channel's abort() has returned and it was
+// abandoned() (its completion event recorded after everything NCCL queued for it): before that,
+// an event never recorded (a launch aborted mid-issue, or while ncclInProgress) would say "done"
+// while NCCL's kernels could still write into its buffers.
 //
 //   struct MyChannel : NcclChannel { ... };   // poll_comm, open, abort, error: NCCL calls
 //   struct MyLaunch : NcclLaunch { ... };     // poll_completion, finish_launch, complete, fail
 //   NcclWatchdog dog(std::chrono::seconds(60), [&](auto& ch, auto e) { dog.abort({ch}, e); });
-//   dog.watch(channel);  dog.watch(launch);   // then, from the issue callback after the NCCL call:
+//   dog.watch(channel);  dog.watch(launch);   // then, in the issue callback, holding the channel's
+//   if (!dog.issuing(*launch)) throw ...;     // NCCL lock: before the NCCL calls, and after them
 //   return dog.launched(*launch, r == ncclInProgress);
 //
 // Locking: the watchdog's own mutex guards the states; no virtual function is called with it
@@ -96,10 +101,16 @@ class NcclLaunch {
   virtual void fail(std::exception_ptr error) = 0;
   // Blocks until the GPU is done with it (a zombie, at its owner's shutdown).
   virtual void wait() {}
+  // Called once for a zombie, after its channel's abort() returned, so that nothing more of it
+  // will be queued: make poll_completion() (and wait()) cover all NCCL queued for it, typically by
+  // recording its completion event now on its NCCL stream (again, if finish_launch() did). A throw
+  // drops the zombie.
+  virtual void abandoned() {}
 
  private:
   friend class NcclWatchdog;
-  enum class State { kQueued, kLaunching, kInFlight, kDone };
+  // kIssuing: the issue callback is making its NCCL calls; kLaunching: NCCL said ncclInProgress.
+  enum class State { kQueued, kIssuing, kLaunching, kInFlight, kDone };
   std::shared_ptr<NcclChannel> channel_;
   State state_ = State::kQueued;  // guarded by the watchdog's mutex
 };
@@ -138,6 +149,9 @@ class NcclWatchdog {
   // A watched launch that was refused before any NCCL call (out of order): dropped unfailed. False
   // when the watchdog no longer had it (an abort failed it meanwhile): the caller must not fail it.
   bool forget(const std::shared_ptr<NcclLaunch>& launch);
+  // The issue callback's start, before the NCCL calls: false when the launch was failed already
+  // (its channel aborted), and it must not be issued; from now on an abort keeps it as a zombie.
+  bool issuing(NcclLaunch& launch);
   // The issue callback's end, after the NCCL calls: with `in_progress` (ncclInProgress) the
   // watchdog finishes the launch when the communicator is ready and returns false; otherwise
   // finish_launch() now and true. The issue queue's contract: true when the launch is complete.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -56,9 +57,19 @@ class FakeChannel final : public NcclChannel {
     std::lock_guard<std::mutex> lock(mu_);
     ++opens_;
   }
-  void abort(std::exception_ptr) override {
+  // Runs inside abort(), as ncclCommAbort would.
+  void set_on_abort(std::function<void()> f) {
     std::lock_guard<std::mutex> lock(mu_);
-    ++aborts_;
+    on_abort_ = std::move(f);
+  }
+  void abort(std::exception_ptr) override {
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++aborts_;
+      f = on_abort_;
+    }
+    if (f) f();
   }
   std::exception_ptr error(const std::string& why) const override {
     return std::make_exception_ptr(Unavailable("[test] " + name_ + ": " + why));
@@ -70,6 +81,7 @@ class FakeChannel final : public NcclChannel {
   NcclPoll comm_ = NcclPoll::pending();
   int opens_ = 0;
   int aborts_ = 0;
+  std::function<void()> on_abort_;
 };
 
 class FakeLaunch final : public NcclLaunch {
@@ -102,6 +114,14 @@ class FakeLaunch final : public NcclLaunch {
   int waits() const {
     std::lock_guard<std::mutex> lock(mu_);
     return waits_;
+  }
+  int abandons() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return abandons_;
+  }
+  void make_abandon_throw() {
+    std::lock_guard<std::mutex> lock(mu_);
+    abandon_throws_ = true;
   }
   // Blocks until complete() or fail() ran, at most `limit`.
   bool wait_ended(std::chrono::milliseconds limit) {
@@ -136,6 +156,11 @@ class FakeLaunch final : public NcclLaunch {
     std::lock_guard<std::mutex> lock(mu_);
     ++waits_;
   }
+  void abandoned() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abandon_throws_) throw Internal("[test] cudaEventRecord failed");
+    ++abandons_;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -146,6 +171,8 @@ class FakeLaunch final : public NcclLaunch {
   int finishes_ = 0;
   int completes_ = 0;
   int waits_ = 0;
+  int abandons_ = 0;
+  bool abandon_throws_ = false;
   std::vector<std::string> fails_;
 };
 
@@ -377,6 +404,76 @@ TEST(NcclWatchdog, WatchingAChannelAlreadyAbortedLeavesItAborted) {
   c->set_comm(NcclPoll::ready());
   EXPECT_EQ(h.dog.poll_once(), std::nullopt);
   EXPECT_EQ(c->opens(), 0);
+}
+
+// A launch whose issuer is inside NCCL's calls when its channel is aborted: failed once, and kept
+// as a zombie; but only once the channel's abort (ncclCommAbort) has returned is it abandoned()
+// (its event recorded after everything NCCL queued) and looked at. Before, an event never recorded
+// would have said "done" while NCCL's kernels could still write into its buffers.
+TEST(NcclWatchdog, ALaunchAbortedWhileBeingIssuedIsAZombieOnlyOnceTheChannelsAbortReturned) {
+  Harness h;
+  auto c = h.ready_channel("link A");
+  auto l = h.launch_on(c);
+  ASSERT_TRUE(h.dog.issuing(*l));
+  h.dog.poll_once();
+  EXPECT_EQ(l->finishes(), 0) << "the issuer finishes its own launch";
+  size_t zombies_during_abort = 99;
+  int abandons_during_abort = 99;
+  c->set_on_abort([&] {
+    zombies_during_abort = h.dog.zombies();
+    abandons_during_abort = l->abandons();
+  });
+  h.dog.abort({c}, std::make_exception_ptr(Unavailable("[test] peer lost")));
+  EXPECT_EQ(zombies_during_abort, 0u);
+  EXPECT_EQ(abandons_during_abort, 0);
+  EXPECT_EQ(l->abandons(), 1);
+  EXPECT_EQ(l->fails(), std::vector<std::string>{"[test] peer lost"});
+  EXPECT_EQ(h.dog.zombies(), 1u);
+  EXPECT_FALSE(h.dog.issuing(*l)) << "a failed launch is not issued again";
+  EXPECT_TRUE(h.dog.launched(*l, false));  // the issuer's NCCL calls returned meanwhile
+  EXPECT_EQ(h.dog.zombies(), 1u);
+  l->set_completion(NcclPoll::ready());
+  h.dog.poll_once();
+  EXPECT_EQ(h.dog.zombies(), 0u);
+  EXPECT_EQ(l->completes(), 0);
+  EXPECT_EQ(l->fails().size(), 1u);
+}
+
+// Aborted after ncclInProgress, before NCCL finished queuing: a zombie, abandoned once.
+TEST(NcclWatchdog, ALaunchAbortedWhileInProgressIsAbandonedOnce) {
+  Harness h;
+  auto c = h.ready_channel("link A");
+  auto l = h.launch_on(c);
+  ASSERT_TRUE(h.dog.issuing(*l));
+  EXPECT_FALSE(h.dog.launched(*l, true));
+  h.dog.abort({c}, std::make_exception_ptr(Unavailable("[test] peer lost")));
+  EXPECT_EQ(l->finishes(), 0);
+  EXPECT_EQ(l->abandons(), 1);
+  EXPECT_EQ(h.dog.zombies(), 1u);
+  EXPECT_EQ(l->fails().size(), 1u);
+}
+
+// A queued launch never reached NCCL: failed, not a zombie, not abandoned, and not issued after.
+TEST(NcclWatchdog, AQueuedLaunchAbortedIsNeitherAZombieNorIssued) {
+  Harness h;
+  auto c = h.ready_channel("link A");
+  auto l = h.launch_on(c);
+  h.dog.abort({c}, std::make_exception_ptr(Unavailable("[test] peer lost")));
+  EXPECT_EQ(l->abandons(), 0);
+  EXPECT_EQ(h.dog.zombies(), 0u);
+  EXPECT_FALSE(h.dog.issuing(*l));
+}
+
+// A zombie whose event could not be recorded has nothing to wait for: dropped, failed once.
+TEST(NcclWatchdog, AZombieThatCannotBeAbandonedIsDropped) {
+  Harness h;
+  auto c = h.ready_channel("link A");
+  auto l = h.launch_on(c);
+  h.dog.launched(*l, false);
+  l->make_abandon_throw();
+  h.dog.abort({c}, std::make_exception_ptr(Unavailable("[test] peer lost")));
+  EXPECT_EQ(h.dog.zombies(), 0u);
+  EXPECT_EQ(l->fails().size(), 1u);
 }
 
 TEST(NcclWatchdog, ItsThreadFindsCompletionsAndCommunicatorsByItself) {
