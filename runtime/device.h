@@ -50,10 +50,11 @@ class Device {
   virtual bool can_copy_to_peer(Device& /*to*/) { return false; }
   // Queues a copy of `bytes` from `src` on this device into `dst` on `to` (can_copy_to_peer(to)),
   // ordered after the work queued on both devices so far and before the work queued on `to`
-  // afterwards, while this device's later work (which may reuse the source's block once it is
-  // freed) waits for the copy to have read it. Returns at once. FailedPrecondition when the two
-  // have no peer path.
-  virtual void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes);
+  // afterwards. Returns at once; `read` runs once, on any thread, when the copy has read `src`,
+  // and the caller holds the source until then (its tensor: while it is held, the allocator does
+  // not reuse its block, and no kernel writes it in place). Neither device waits for the other's
+  // later work. On a throw `read` has run. FailedPrecondition when the two have no peer path.
+  virtual void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes, std::function<void()> read);
   // Waits for the work queued on the device (a GPU's compute stream). CUDA kernels reach their
   // stream through cuda_context(device) (runtime/cuda/cuda_context.h).
   virtual void synchronize() {}

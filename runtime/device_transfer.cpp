@@ -21,7 +21,8 @@ void Device::copy_to_host_async(const void* src, void* dst, size_t bytes, std::f
   done(error);
 }
 
-void Device::copy_to_peer(const void*, Device& to, void*, size_t) {
+void Device::copy_to_peer(const void*, Device& to, void*, size_t, std::function<void()> read) {
+  read();
   throw FailedPrecondition("[transfer] " + name() + " cannot copy to " + to.name() + " without the host");
 }
 
@@ -65,7 +66,9 @@ void transfer_async(Tensor value, Device& to, TransferDone done) {
     } else if (value.device_ptr()->can_copy_to_peer(to)) {
       // GPU to GPU directly, queued on `to`; `value` may go at once (its GPU waits for the copy).
       result = Tensor::empty(value.dtype(), value.shape(), &to);
-      value.device_ptr()->copy_to_peer(value.raw_data(), to, result.raw_data(), value.nbytes());
+      const void* src = value.raw_data();
+      // `value` is held until the copy has read it.
+      value.device_ptr()->copy_to_peer(src, to, result.raw_data(), result.nbytes(), [value] {});
     } else {
       // GPU to GPU through the host when the two have no peer path: down on the source's copy
       // thread, then up.

@@ -85,7 +85,7 @@ Tensor Tensor::to(Device* device) const {
   } else if (device->type() == DeviceType::CPU) {
     device_ptr()->copy_to_host(src, out.raw_data(), nbytes());
   } else if (device_ptr()->can_copy_to_peer(*device)) {
-    device_ptr()->copy_to_peer(src, *device, out.raw_data(), nbytes());
+    device_ptr()->copy_to_peer(src, *device, out.raw_data(), nbytes(), [source = *this] {});  // held until read
   } else {
     std::vector<unsigned char> staging(nbytes());
     device_ptr()->copy_to_host(src, staging.data(), nbytes());

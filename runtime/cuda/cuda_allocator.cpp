@@ -138,16 +138,18 @@ bool CudaAllocator::share_with(int peer) {
   std::lock_guard<std::mutex> lock(share_mu_);
   auto known = shared_with_.find(peer);
   if (known != shared_with_.end()) return known->second;
-  bool granted = false;
   int can = 0;
-  if (pooled_ && peer != device_ && cudaDeviceCanAccessPeer(&can, peer, device_) == cudaSuccess && can) {
+  // An error here is not an answer (it may be an earlier one's): asked again next time.
+  if (!pooled_ || peer == device_ || cudaDeviceCanAccessPeer(&can, peer, device_) != cudaSuccess) return false;
+  bool granted = false;
+  if (can) {
     cudaMemAccessDesc access{};
     access.location.type = cudaMemLocationTypeDevice;
     access.location.id = peer;
     access.flags = cudaMemAccessFlagsProtReadWrite;
     granted = cudaMemPoolSetAccess(pool_, &access, 1) == cudaSuccess;
+    if (!granted) cudaGetLastError();  // this call's own error: a refusal only means "through the host"
   }
-  if (!granted) cudaGetLastError();  // a refusal only means "through the host"
   shared_with_[peer] = granted;
   return granted;
 }

@@ -127,6 +127,17 @@ void CudaCopyEngine::download(const void* device_src, void* host_dst, size_t byt
   drain(chunks - 1);
 }
 
+void CudaCopyEngine::when_reached(cudaStream_t stream, Done then) {
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  cudaEvent_t reached = waiter_.event();
+  const cudaError_t err = cudaEventRecord(reached, stream);
+  if (err != cudaSuccess) {
+    waiter_.when_done(reached, [](std::exception_ptr) {});  // hands the event back; it is not pending
+    check_cuda(err, "cudaEventRecord(reached)");
+  }
+  waiter_.when_done(reached, std::move(then));
+}
+
 void CudaCopyEngine::download_async(const void* device_src, void* host_dst, size_t bytes, Done done) {
   if (bytes == 0) {
     done(nullptr);

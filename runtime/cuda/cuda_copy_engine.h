@@ -49,6 +49,10 @@ class CudaCopyEngine {
   // thread once `host_dst` holds the bytes (null) or a copy failed (Internal). Both buffers must
   // stay alive until then. `done` runs exactly once, inline when nothing could be queued.
   void download_async(const void* device_src, void* host_dst, size_t bytes, Done done);
+  // `then` runs on the waiter's thread once the work queued so far on `stream` (a stream of this
+  // engine's GPU) has run: how a caller holds what that work reads without any stream waiting.
+  // Internal when the event cannot be recorded (then `then` does not run).
+  void when_reached(cudaStream_t stream, Done then);
 
  private:
   struct Download;

@@ -39,7 +39,7 @@ class CudaDevice final : public Device {
         stream_(create_compute_stream(index)),
         allocator_(index, stream_),
         copies_(index, stream_) {
-    check_cuda(cudaEventCreateWithFlags(&peer_event_, cudaEventDisableTiming), "cudaEventCreate(peer)");
+    check_cuda(cudaEventCreateWithFlags(&source_ready_, cudaEventDisableTiming), "cudaEventCreate(peer)");
     cudaDeviceProp prop{};
     check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     memory_bytes_ = static_cast<int64_t>(prop.totalGlobalMem);
@@ -50,7 +50,7 @@ class CudaDevice final : public Device {
   // must not throw.
   ~CudaDevice() override {
     ignore_cuda_error(cudaSetDevice(index_));
-    if (peer_event_) ignore_cuda_error(cudaEventDestroy(peer_event_));
+    if (source_ready_) ignore_cuda_error(cudaEventDestroy(source_ready_));
     if (context_) {
       if (context_->lt) cublasLtDestroy(context_->lt);
       if (context_->workspace) ignore_cuda_error(cudaFree(context_->workspace));
@@ -77,24 +77,32 @@ class CudaDevice final : public Device {
     auto* peer = dynamic_cast<CudaDevice*>(&to);
     return peer && peer != this && allocator_.share_with(peer->index_);
   }
-  // On the peer's compute stream, between events: the peer waits for this GPU's work so far (the
-  // source's producers), and this GPU's stream then waits for the copy, since the source's block
-  // goes back to this GPU's stream-ordered pool when the tensor is dropped, which may be at once.
-  void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes) override {
-    if (!can_copy_to_peer(to)) Device::copy_to_peer(src, to, dst, bytes);  // throws
-    if (bytes == 0) return;
+  // On the peer's compute stream, after an event of this GPU's: the copy waits for the source's
+  // producers (and for the peer's earlier work, which may still use the destination's block), but
+  // this GPU never waits for the peer: a stream waiting for another GPU's queue would serialise a
+  // pipeline over the two, and could wait on a collective that needs this GPU's later work. The
+  // caller's `read` holds the source until the peer's copy engine sees the copy done.
+  void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes, std::function<void()> read) override {
+    if (!can_copy_to_peer(to)) return Device::copy_to_peer(src, to, dst, bytes, std::move(read));  // throws
+    if (bytes == 0) return read();
     auto* peer = static_cast<CudaDevice*>(&to);
-    // The two devices' peer events are recorded and waited as one sequence.
-    static std::mutex peer_copies;
-    std::lock_guard<std::mutex> lock(peer_copies);
-    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
-    check_cuda(cudaEventRecord(peer_event_, stream_), "cudaEventRecord(before peer copy)");
-    check_cuda(cudaSetDevice(peer->index_), "cudaSetDevice");
-    check_cuda(cudaStreamWaitEvent(peer->stream_, peer_event_, 0), "cudaStreamWaitEvent(peer copy after source)");
-    check_cuda(cudaMemcpyPeerAsync(dst, peer->index_, src, index_, bytes, peer->stream_), "copy between GPUs");
-    check_cuda(cudaEventRecord(peer->peer_event_, peer->stream_), "cudaEventRecord(after peer copy)");
-    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
-    check_cuda(cudaStreamWaitEvent(stream_, peer->peer_event_, 0), "cudaStreamWaitEvent(source after peer copy)");
+    bool queued = false;
+    try {
+      {
+        std::lock_guard<std::mutex> lock(peer_mu_);
+        check_cuda(cudaSetDevice(index_), "cudaSetDevice");
+        check_cuda(cudaEventRecord(source_ready_, stream_), "cudaEventRecord(before peer copy)");
+        check_cuda(cudaSetDevice(peer->index_), "cudaSetDevice");
+        check_cuda(cudaStreamWaitEvent(peer->stream_, source_ready_, 0), "cudaStreamWaitEvent(peer copy after source)");
+      }
+      check_cuda(cudaMemcpyPeerAsync(dst, peer->index_, src, index_, bytes, peer->stream_), "copy between GPUs");
+      queued = true;
+      peer->copies_.when_reached(peer->stream_, [read](std::exception_ptr) { read(); });
+    } catch (...) {
+      if (queued) ignore_cuda_error(cudaStreamSynchronize(peer->stream_));  // nothing reads src after this
+      read();
+      throw;
+    }
   }
   void synchronize() override {
     check_cuda(cudaSetDevice(index_), "cudaSetDevice");
@@ -142,7 +150,8 @@ class CudaDevice final : public Device {
   }
 
   cudaStream_t stream_;
-  cudaEvent_t peer_event_ = nullptr;  // orders copies between GPUs with this GPU's compute stream
+  std::mutex peer_mu_;                  // one peer copy from this GPU is queued at a time
+  cudaEvent_t source_ready_ = nullptr;  // recorded on the compute stream, waited by a peer's
   CudaAllocator allocator_;
   CudaCopyEngine copies_;
   std::string model_;

@@ -140,10 +140,11 @@ TEST(GpuTransfer, TensorsMoveBetweenHostAndGpu) {
 
 // ---- between two GPUs of this process ----
 
-// Whether the driver offers a direct path from GPU `from` to GPU `to`.
+// Whether the driver offers a direct path from GPU `from`'s memory pool to GPU `to`.
 bool driver_has_peer_path(const Device& from, const Device& to) {
-  int can = 0;
-  return cudaDeviceCanAccessPeer(&can, to.index(), from.index()) == cudaSuccess && can;
+  int can = 0, pools = 0;
+  return cudaDeviceCanAccessPeer(&can, to.index(), from.index()) == cudaSuccess && can &&
+         cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, from.index()) == cudaSuccess && pools;
 }
 
 // Every dtype and size moves from one GPU to the other with its bytes, both ways, through
@@ -172,9 +173,8 @@ TEST(GpuPeerTransfer, TensorsMoveBetweenTwoGpusWithTheirBytes) {
 }
 
 // The copy is ordered on both sides: it reads what the source GPU's kernels wrote, the target's
-// kernels read what it wrote, and the source may be dropped at once: its block goes back to GPU
-// 0's stream-ordered pool, and the next kernel there (which will likely get that very block)
-// waits for the copy to have read it.
+// kernels read what it wrote, and the source may be dropped at once: the copy holds it until it
+// has read it, so the next kernel on GPU 0 cannot get its block before.
 TEST(GpuPeerTransfer, OrderedWithBothGpusKernelsWhenTheSourceIsDroppedAtOnce) {
   const std::vector<Device*> gpus = two_gpus();
   if (gpus.empty()) GTEST_SKIP() << "needs two CUDA devices in one process";

@@ -44,13 +44,15 @@ TEST(DeviceTransfer, CpusHaveNoPeerCopy) {
   Device& cpu = *cpu_device();
   EXPECT_FALSE(cpu.can_copy_to_peer(cpu));
   int32_t a = 1, b = 2;
+  int reads = 0;
   try {
-    cpu.copy_to_peer(&a, cpu, &b, sizeof a);
+    cpu.copy_to_peer(&a, cpu, &b, sizeof a, [&] { ++reads; });
     FAIL() << "expected FailedPrecondition";
   } catch (const FailedPrecondition& e) {
     EXPECT_NE(std::string(e.what()).find(cpu.name() + " cannot copy to " + cpu.name()), std::string::npos) << e.what();
   }
   EXPECT_EQ(b, 2);
+  EXPECT_EQ(reads, 1) << "the source is released also when the copy is refused";
 }
 
 }  // namespace
