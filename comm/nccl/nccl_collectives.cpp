@@ -2,6 +2,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -36,12 +37,16 @@ std::string describe_group(const CollectiveParams& p, const std::vector<int>& lo
          "; ranks " + members + ")";
 }
 
-// One NCCL stream per device, made on first use and kept for the process's life.
-cudaStream_t nccl_stream(int device) {
+// The NCCL stream of a group on a device, made on first use and kept for the process's life (a
+// group that comes back under a new id after a failure takes its old stream). One per group, not
+// one per device: a stream runs its kernels in order, so groups sharing one would make a
+// collective of one group wait for those of another queued before it, and two processes queuing
+// two groups in opposite orders would wait for each other forever.
+cudaStream_t nccl_stream(int device, int64_t group_key) {
   static std::mutex mu;
-  static std::map<int, cudaStream_t> streams;
+  static std::map<std::pair<int, int64_t>, cudaStream_t> streams;
   std::lock_guard<std::mutex> lock(mu);
-  cudaStream_t& s = streams[device];
+  cudaStream_t& s = streams[{device, group_key}];
   if (!s) {
     check_cuda(cudaSetDevice(device), "cudaSetDevice");
     check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate(nccl)");
@@ -114,6 +119,7 @@ struct NcclCollectives::Impl {
     using NcclGatheredLaunch::NcclGatheredLaunch;
     Comm& comm() const { return static_cast<Comm&>(*channel()); }
     CollectiveInstanceKey key;
+    std::atomic<bool> recorded{false};  // finish_launch() recorded the completion events
 
     NcclPoll poll_completion() override {
       for (size_t i = 0; i < size(); ++i)
@@ -123,18 +129,32 @@ struct NcclCollectives::Impl {
     // Each part's completion event, and its compute stream waiting for it.
     void finish_launch() override {
       record_finished();
+      recorded = true;
       for (size_t i = 0; i < size(); ++i)
         check_cuda(cudaStreamWaitEvent(part(i).call.compute, part(i).events.finished, 0),
                    "cudaStreamWaitEvent(compute waits for nccl)");
     }
     // Aborted while NCCL may have queued work for it: its events cover that work (the tensors stay
-    // with the zombie until they fire).
-    void abandoned() override { record_finished(); }
+    // with the zombie until they fire). Recorded again only when finish_launch() never did: the
+    // stream's later work is none of this launch's. Never throws: without an event, waits.
+    void abandoned() override {
+      if (recorded) return;
+      try {
+        record_finished();
+      } catch (...) {
+        for (size_t i = 0; i < size(); ++i)
+          ignore_cuda_error(cudaStreamSynchronize(nccl_stream(part(i).call.device, part(i).call.p.group_key)));
+      }
+    }
+    void wait() override {
+      for (size_t i = 0; i < size(); ++i) ignore_cuda_error(cudaEventSynchronize(part(i).events.finished));
+    }
     void record_finished() {
       for (size_t i = 0; i < size(); ++i) {
         Part& m = part(i);
         check_cuda(cudaSetDevice(m.call.device), "cudaSetDevice");
-        check_cuda(cudaEventRecord(m.events.finished, nccl_stream(m.call.device)), "cudaEventRecord(nccl)");
+        check_cuda(cudaEventRecord(m.events.finished, nccl_stream(m.call.device, m.call.p.group_key)),
+                   "cudaEventRecord(nccl)");
       }
     }
   };
@@ -143,9 +163,17 @@ struct NcclCollectives::Impl {
       : watchdog(timeout, [this](const std::shared_ptr<NcclChannel>& c, std::exception_ptr e) { watchdog.abort({c}, e); }) {}
 
   ~Impl() {
-    // Pending collectives fail; the open communicators are aborted.
-    watchdog.abort(watchdog.live_channels(),
-                   std::make_exception_ptr(Unavailable("[nccl] the process's NCCL collectives were shut down")));
+    // Pending collectives fail and every communicator is aborted: also those of a group whose
+    // first instance is still gathering, which the watchdog does not watch yet. Then the GPU's
+    // work on the zombies' buffers ends before they go.
+    std::vector<std::shared_ptr<NcclChannel>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& [key, comm] : comms) all.push_back(comm);
+    }
+    watchdog.abort(all, std::make_exception_ptr(Unavailable("[nccl] the process's NCCL collectives were shut down")));
+    watchdog.stop();
+    watchdog.wait_for_zombies();
   }
 
   std::mutex mu;  // guards comms
@@ -361,7 +389,7 @@ struct NcclCollectives::Impl {
   static void launch_part(const Part& part, ncclComm_t comm, const Check& check) {
     const NcclCall& call = part.call;
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
-    cudaStream_t stream = nccl_stream(call.device);
+    cudaStream_t stream = nccl_stream(call.device, call.p.group_key);
     check_cuda(cudaStreamWaitEvent(stream, part.events.ready, 0), "cudaStreamWaitEvent(nccl waits for compute)");
     for (size_t i = 0; i < call.outputs.size(); ++i) {
       const Tensor& out = call.outputs[i];

@@ -191,8 +191,15 @@ class NcclPayloads final : public DevicePayloads {
       check_cuda(cudaEventRecord(events.finished, link().stream), "cudaEventRecord(nccl link)");
     }
     // Aborted while NCCL may have queued its kernel: the event covers it (the tensor stays with
-    // the zombie until it fires).
-    void abandoned() override { finish_launch(); }
+    // the zombie until it fires; the link's stream is its own). Never throws: without an event,
+    // waits.
+    void abandoned() override {
+      try {
+        finish_launch();
+      } catch (...) {
+        ignore_cuda_error(cudaStreamSynchronize(link().stream));
+      }
+    }
     void complete() override {
       if (arrived) arrived(std::move(value));
       value = Tensor();  // a sent buffer is free once the transfer completed
