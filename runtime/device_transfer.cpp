@@ -64,11 +64,9 @@ void transfer_async(Tensor value, Device& to, TransferDone done) {
       download_async(std::move(value), to, std::move(done));
       return;
     } else if (value.device_ptr()->can_copy_to_peer(to)) {
-      // GPU to GPU directly, queued on `to`; `value` may go at once (its GPU waits for the copy).
-      result = Tensor::empty(value.dtype(), value.shape(), &to);
-      const void* src = value.raw_data();
-      // `value` is held until the copy has read it.
-      value.device_ptr()->copy_to_peer(src, to, result.raw_data(), result.nbytes(), [value] {});
+      // GPU to GPU directly: queued on `to`, which may use the result at once; the copy holds
+      // `value` until it has read it.
+      result = value.to(&to);
     } else {
       // GPU to GPU through the host when the two have no peer path: down on the source's copy
       // thread, then up.

@@ -8,6 +8,7 @@
 #include "api/distribute/gradient_buckets.h"
 #include "api/distribute/replicate.h"
 #include "cluster/cluster.h"
+#include "reference.h"
 
 namespace weft {
 namespace {
@@ -17,8 +18,7 @@ namespace {
 TEST(DataParallel, OneProcessHasAReplicaPerGpuElseOneOnItsCpu) {
   Cluster cluster;
   distribute::DataParallel dp(cluster);
-  int gpus = 0;
-  for (const DeviceInfo& d : list_devices()) gpus += d.type == "GPU" ? 1 : 0;
+  const int gpus = ref::gpu_count();
   EXPECT_EQ(dp.num_replicas(), std::max(gpus, 1));
   ASSERT_EQ(dp.replica_devices().size(), static_cast<size_t>(dp.num_replicas()));
   EXPECT_NE(dp.replica_devices()[0].find(gpus ? "device:GPU:0" : "device:CPU:0"), std::string::npos)
@@ -43,8 +43,7 @@ TEST(DataParallel, OneReplicaTrainsLikeWeftFunctionAdamWithChangingBatch) {
 // through NCCL, one communicator per GPU, each instance issued once both replicas came; training
 // matches one process. Needs two GPUs (no machine offered so far had them).
 TEST(DataParallel, TwoGpusOfOneProcessTrainLikeOneProcessThroughNccl) {
-  int gpus = 0;
-  for (const DeviceInfo& d : list_devices()) gpus += d.type == "GPU" ? 1 : 0;
+  const int gpus = ref::gpu_count();
   if (gpus < 2) GTEST_SKIP() << "needs two GPUs in this process (it has " << gpus << ")";
   Cluster cluster;
   distribute::DataParallel dp(cluster, {.devices = {"/gpu:0", "/gpu:1"}, .bucket_bytes = 4096, .first_bucket_bytes = 1024});

@@ -15,11 +15,7 @@
 namespace weft {
 namespace {
 
-int gpu_count() {
-  int n = 0;
-  for (const DeviceInfo& d : list_devices()) n += d.type == "GPU";
-  return n;
-}
+using ref::gpu_count;
 
 bool pending(const Tensor& t) { return !t.impl()->pending_done(); }
 

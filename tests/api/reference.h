@@ -17,6 +17,13 @@
 
 namespace weft::ref {
 
+// How many GPUs this process has (tests of GPUs skip without enough).
+inline int gpu_count() {
+  int n = 0;
+  for (const DeviceInfo& d : list_devices()) n += d.type == "GPU";
+  return n;
+}
+
 // NumPy broadcasting of two shapes; nullopt when they do not broadcast.
 inline std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
   int64_t r = std::max(a.rank(), b.rank());
