@@ -1,7 +1,12 @@
 // weft-inspect: what a saved model or graph file holds, without running it.
 //
 //   weft-inspect model_dir          # nodes, ops by type, inputs, outputs, variables and their size
+//   weft-inspect model_dir --nodes  # also every node: op, inputs, attributes, output specs
 //   weft-inspect graph.capnp --dot  # Graphviz DOT text: weft-inspect g.capnp --dot | dot -Tsvg
+//
+// The summary lists the nodes of windowed and normalising ops (convolutions, pooling, batch
+// norm) with their attributes, since those attributes (strides, padding, dilations, epsilon) are
+// what a reader of a CNN's graph wants to check.
 //
 // Any failure is one line on stderr, "weft-inspect: error: ...", and a non-zero exit status.
 #include <algorithm>
@@ -24,7 +29,36 @@ namespace {
 struct Options {
   std::string path;
   bool dot = false;
+  bool nodes = false;
 };
+
+// "Conv2D(x, conv2d/kernel) strides=[1, 1] padding="SAME" -> float32(-1, 28, 28, 32)"
+std::string node_line(const GraphIR& g, const Node& n) {
+  std::string line = n.type() + "(";
+  for (size_t i = 0; i < n.inputs.size(); ++i) line += (i ? ", " : "") + g.endpoint_name(n.inputs[i]);
+  line += ")";
+  for (const auto& [name, value] : n.attrs) line += " " + name + "=" + attr_text(value);
+  for (size_t i = 0; i < n.outputs.size(); ++i) line += (i ? ", " : " -> ") + spec(n.outputs[i]);
+  return line;
+}
+
+bool is_windowed_or_normalising(const std::string& type) {
+  static const char* kTypes[] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "FusedConv2D",
+                                 "DepthwiseConv2dNative", "MaxPool", "AvgPool", "MaxPoolGrad", "AvgPoolGrad",
+                                 "FusedBatchNorm", "FusedBatchNormGrad"};
+  return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
+}
+
+void print_nodes(const GraphIR& g, bool all) {
+  std::vector<std::string> lines;
+  for (int32_t id : g.node_ids()) {
+    const Node& n = g.node(id);
+    if (all || is_windowed_or_normalising(n.type())) lines.push_back("  " + n.name + " = " + node_line(g, n));
+  }
+  if (lines.empty()) return;
+  std::cout << (all ? "nodes (" : "convolutions, pooling and normalisation (") << lines.size() << "):\n";
+  for (const std::string& line : lines) std::cout << line << "\n";
+}
 
 std::string spec(const TensorMeta& m) { return TensorSpec{m.dtype, m.shape}.to_string(); }
 
@@ -88,7 +122,10 @@ void print_summary(const std::string& path, const GraphIR& g) {
 void inspect(const Options& o) {
   Graph graph = Graph::load(o.path);
   if (o.dot) std::cout << graph.to_dot();
-  else print_summary(o.path, graph.ir());
+  else {
+    print_summary(o.path, graph.ir());
+    print_nodes(graph.ir(), o.nodes);
+  }
 }
 
 }  // namespace
@@ -99,5 +136,6 @@ int main(int argc, char** argv) {
   CLI::App app("Summarises a saved weft model or graph file: ops, inputs, outputs, variables.", "weft-inspect");
   app.add_option("path", o.path, "a saved-model directory (Function::save) or a graph file")->required();
   app.add_flag("--dot", o.dot, "print the graph as Graphviz DOT text instead of the summary");
+  app.add_flag("--nodes", o.nodes, "after the summary, every node with its inputs, attributes and outputs");
   return weft::tools::run_tool(app, argc, argv, [&] { weft::tools::inspect(o); });
 }

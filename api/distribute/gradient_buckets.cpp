@@ -63,4 +63,13 @@ std::vector<Tensor> GradientAllReducer::all_reduce_gradients(const std::vector<T
   return reduced;
 }
 
+std::vector<Tensor> GradientAllReducer::all_reduce(const std::vector<Tensor>& xs, Reduction reduction,
+                                                   const std::source_location& loc) {
+  if (xs.empty()) return {};
+  std::vector<Tensor> in = xs;
+  if (reduction == Reduction::kBatchWeightedMean)
+    for (Tensor& x : in) x = mul(x, x.dtype() == weight_.dtype() ? weight_ : cast(weight_, x.dtype(), loc), loc);
+  return collective::all_reduce(in, group_, /*member=*/0, next_instance_++, "sum", loc);
+}
+
 }  // namespace weft::distribute

@@ -43,6 +43,8 @@ class GradientAllReducer final : public ReplicaContext {
       : weight_(std::move(replica_weight)), group_(std::move(group)), options_(options) {}
   std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                            const std::source_location& loc) override;
+  std::vector<Tensor> all_reduce(const std::vector<Tensor>& xs, Reduction reduction,
+                                 const std::source_location& loc) override;
   int64_t instances() const { return next_instance_; }
 
  private:

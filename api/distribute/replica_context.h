@@ -23,10 +23,22 @@ class ReplicaContext {
   // replica will apply.
   virtual std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                                    const std::source_location& loc) = 0;
+  // One all-reduce of `xs` over the replicas (a new instance of the step's group):
+  // kSum adds them; kBatchWeightedMean averages them, each replica weighted by its share of the
+  // global batch (batch normalisation's moving statistics, so that every replica keeps the same).
+  // The sum is differentiable (the gradient of a sum over replicas is the sum of the gradients:
+  // another all-reduce, made when the tape takes it), which SyncBatchNormalization needs.
+  enum class Reduction { kSum, kBatchWeightedMean };
+  virtual std::vector<Tensor> all_reduce(const std::vector<Tensor>& xs, Reduction reduction,
+                                         const std::source_location& loc) = 0;
 };
 
 // The context of the trace running on this thread, or null.
 ReplicaContext* current_replica_context();
+
+// The gradient of CollectiveAllReduce (sum): an all-reduce of the output gradients in the same
+// replica context. Outside a data-parallel step there is no group to make it in: Unimplemented.
+void register_replica_gradients();
 
 class ReplicaContextScope {
  public:

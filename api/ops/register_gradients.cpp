@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "api/distribute/replica_context.h"
 #include "api/gradient_registry.h"
 
 namespace weft {
@@ -17,6 +18,7 @@ void register_builtin_gradients() {
     register_loss_gradients();
     register_broadcast_gradients();
     register_control_flow_gradients();
+    distribute::register_replica_gradients();
   });
 }
 

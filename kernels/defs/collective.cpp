@@ -176,7 +176,10 @@ void register_collective_defs() {
   };
   op_registry().add({.name = "CollectiveAllReduce", .display = "collective_all_reduce", .min_inputs = 1,
                      .max_inputs = -1, .num_outputs = -1, .attrs = with({{"reduction", AttrType::String}}),
-                     .infer = infer_all_reduce, .cost = collective_cost, .flags = flags});
+                     .infer = infer_all_reduce, .cost = collective_cost,
+                     // Differentiable: the gradient of a sum over replicas is the sum of the
+                     // gradients (registered by api/distribute/replica_context.cpp).
+                     .flags = flags & ~kNotDifferentiable});
   op_registry().add({.name = "CollectiveBroadcast", .display = "collective_broadcast", .min_inputs = 0,
                      .max_inputs = 1,
                      .attrs = with({{"root", AttrType::Int},
