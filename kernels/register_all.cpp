@@ -33,6 +33,7 @@ void register_builtin_ops() {
     defs::register_transfer_defs();
     defs::register_collective_defs();
     defs::register_input_defs();
+    defs::register_pooling_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -53,6 +54,7 @@ void register_builtin_ops() {
     cpu::register_transfer_kernels();
     cpu::register_collective_kernels();
     cpu::register_input_kernels();
+    cpu::register_pooling_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -21,5 +21,6 @@ void register_reduce_kernels();   // reduce.cu: Sum Mean Max Min ArgMax
 void register_softmax_kernels();  // softmax.cu: Softmax LogSoftmax SparseSoftmaxCrossEntropyWithLogits
 void register_fused_kernels();    // fused.cu: FusedElementwise
 void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broadcast/AllGather through NCCL
+void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 
 }  // namespace weft::cuda

@@ -21,6 +21,7 @@ void register_cuda_kernels() {
   register_softmax_kernels();
   register_fused_kernels();
   register_collective_kernels();
+  register_pooling_kernels();
 }
 
 }  // namespace weft::cuda
