@@ -70,19 +70,25 @@ std::vector<Tensor> max_pool_grad_grad_grad(const GradContext& g) {
   return {zeros_like(g.input(0)), zeros_like(g.input(1)), dddx};
 }
 
-// The input's sizes become an attribute; an unknown batch dim (tracing) is -1 and taken from dy
-// when the gradient runs.
+// The input's sizes become an attribute. Where some are unknown (a trace with unknown dims), x
+// goes along as a second input whose shape supplies them when the gradient runs; otherwise it is
+// left out, so the backward pass does not keep the forward input alive.
 std::vector<Tensor> avg_pool_grad(const GradContext& g) {
   static const OpDef& op = op_def("AvgPoolGrad");
   Attrs attrs = window_attrs_of(g.attrs);
-  attrs.set("input_sizes", g.input(0).shape().to_vector());
-  return {dispatch1(op, {g.grad()}, attrs)};
+  const Shape& in = g.input(0).shape();
+  attrs.set("input_sizes", in.to_vector());
+  if (in.is_fully_defined()) return {dispatch1(op, {g.grad()}, attrs)};
+  return {dispatch1(op, {g.grad(), g.input(0)}, attrs)};
 }
 
+// Linear in dy; the optional x only lends its shape.
 std::vector<Tensor> avg_pool_grad_grad(const GradContext& g) {
   const Attrs& a = g.attrs;
-  return {avg_pool2d(g.grad(), a.get<std::vector<int64_t>>("ksize"), a.get<std::vector<int64_t>>("strides"),
-                     a.get<std::string>("padding"))};
+  std::vector<Tensor> d = {avg_pool2d(g.grad(), a.get<std::vector<int64_t>>("ksize"),
+                                      a.get<std::vector<int64_t>>("strides"), a.get<std::string>("padding"))};
+  if (g.inputs.size() == 2) d.push_back(Tensor());
+  return d;
 }
 
 }  // namespace

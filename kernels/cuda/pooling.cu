@@ -203,6 +203,9 @@ template <class T>
 void avg_pool_grad(KernelContext& c) {
   std::vector<int64_t> sizes = c.attrs.get<std::vector<int64_t>>("input_sizes");
   const Shape& dy_shape = c.input(0).shape();
+  if (c.inputs.size() == 2 && sizes.size() == 4 && c.input(1).shape().rank() == 4)  // x, for unknown sizes
+    for (size_t i = 0; i < 4; ++i)
+      if (sizes[i] < 0) sizes[i] = c.input(1).shape()[static_cast<int64_t>(i)];
   if (sizes.size() == 4 && sizes[0] < 0) sizes[0] = dy_shape[0];
   if (sizes.size() == 4 && sizes[3] < 0) sizes[3] = dy_shape[3];
   for (int64_t s : sizes)

@@ -3,7 +3,9 @@
 // their own, so that a graph's backward pass and second-order gradients run one kernel each:
 //   MaxPoolGrad(x, y, dy) -> dx           dy goes to the first maximum of each window
 //   MaxPoolGradGrad(x, y, ddx) -> ddy     ddx read back at those same maxima
-//   AvgPoolGrad(dy), attr "input_sizes" [N, H, W, C] (N may be -1: dy's) -> dx
+//   AvgPoolGrad(dy[, x]), attr "input_sizes" [N, H, W, C] (N may be -1: dy's) -> dx; x, given
+//       only when the forward input's shape was not known when the gradient was built (a trace
+//       with unknown dims), supplies the sizes input_sizes leaves unknown (-1) when it runs
 // y (max pooling's output) is taken for TensorFlow's signature and shape-checked; the kernels
 // find the maxima from x, so a y that was rounded (float16) cannot disagree with x about them.
 #include <string>
@@ -85,12 +87,15 @@ void infer_max_pool_grad_grad(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), Shape(out));
 }
 
-// dx has input_sizes' shape, its batch dim taken from dy when -1. H and W may be -1 only while
-// tracing with unknown dims (the kernel then refuses to run: it cannot tell H from dy alone, as
-// SAME maps several heights onto one pooled height).
+// dx has input_sizes' shape; a -1 there is taken from the optional x, else (N and C) from dy. H
+// and W cannot come from dy (SAME maps several heights onto one pooled height): without x they
+// stay unknown here and the kernels refuse to run.
 void infer_avg_pool_grad(InferContext& ctx) {
   check_dtype_in(ctx, 0, kFloatingOrHalf);
-  const std::vector<int64_t>& sizes = ctx.attrs().get<std::vector<int64_t>>("input_sizes");
+  std::vector<int64_t> sizes = ctx.attrs().get<std::vector<int64_t>>("input_sizes");
+  if (ctx.num_inputs() == 2 && sizes.size() == 4 && ctx.input_shape(1).rank() == 4)
+    for (size_t i = 0; i < 4; ++i)
+      if (sizes[i] < 0) sizes[i] = ctx.input_shape(1)[static_cast<int64_t>(i)];
   if (sizes.size() != 4)
     ctx.fail("input_sizes must be the input's [N, H, W, C], got " + pool_int_list(sizes));
   const Shape& dy = ctx.input_shape(0);
@@ -137,7 +142,7 @@ void register_pooling_defs() {
                      .max_inputs = 3, .attrs = kPoolAttrs, .infer = infer_max_pool_grad_grad, .cost = pool_cost});
   std::vector<AttrSpec> avg_grad_attrs = kPoolAttrs;
   avg_grad_attrs.push_back({"input_sizes", AttrType::IntList});
-  op_registry().add({.name = "AvgPoolGrad", .display = "avg_pool2d_grad", .min_inputs = 1, .max_inputs = 1,
+  op_registry().add({.name = "AvgPoolGrad", .display = "avg_pool2d_grad", .min_inputs = 1, .max_inputs = 2,
                      .attrs = avg_grad_attrs, .infer = infer_avg_pool_grad, .cost = pool_cost});
 }
 
