@@ -18,6 +18,7 @@ void register_builtin_gradients() {
     register_broadcast_gradients();
     register_control_flow_gradients();
     register_pooling_gradients();
+    register_normalization_gradients();
   });
 }
 

@@ -22,5 +22,6 @@ void register_softmax_kernels();  // softmax.cu: Softmax LogSoftmax SparseSoftma
 void register_fused_kernels();    // fused.cu: FusedElementwise
 void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broadcast/AllGather through NCCL
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
+void register_normalization_kernels();  // normalization.cu: FusedBatchNorm FusedBatchNormGrad
 
 }  // namespace weft::cuda

@@ -22,6 +22,7 @@ void register_cuda_kernels() {
   register_fused_kernels();
   register_collective_kernels();
   register_pooling_kernels();
+  register_normalization_kernels();
 }
 
 }  // namespace weft::cuda
