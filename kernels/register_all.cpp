@@ -6,6 +6,16 @@
 
 namespace weft {
 
+// The convolution family (kernels/defs/conv.cpp, kernels/cpu/conv.cpp). Declared here rather than
+// in register_all.h for now: every kernel file includes that header, and changing it rebuilds
+// them all; move these there with the next change that touches it anyway.
+namespace defs {
+void register_conv_defs();
+}
+namespace cpu {
+void register_conv_kernels();
+}
+
 void register_builtin_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -33,6 +43,9 @@ void register_builtin_ops() {
     defs::register_transfer_defs();
     defs::register_collective_defs();
     defs::register_input_defs();
+    defs::register_conv_defs();
+    defs::register_pooling_defs();
+    defs::register_normalization_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -53,6 +66,9 @@ void register_builtin_ops() {
     cpu::register_transfer_kernels();
     cpu::register_collective_kernels();
     cpu::register_input_kernels();
+    cpu::register_conv_kernels();
+    cpu::register_pooling_kernels();
+    cpu::register_normalization_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -6,6 +6,10 @@
 
 namespace weft {
 
+// api/ops/conv.cpp; declared here rather than in register_gradients.h for now, for the reason
+// kernels/register_all.cpp gives.
+void register_conv_gradients();
+
 void register_builtin_gradients() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -17,6 +21,9 @@ void register_builtin_gradients() {
     register_loss_gradients();
     register_broadcast_gradients();
     register_control_flow_gradients();
+    register_conv_gradients();
+    register_pooling_gradients();
+    register_normalization_gradients();
   });
 }
 
