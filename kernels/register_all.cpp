@@ -33,6 +33,9 @@ void register_builtin_ops() {
     defs::register_transfer_defs();
     defs::register_collective_defs();
     defs::register_input_defs();
+    defs::register_conv_defs();
+    defs::register_pooling_defs();
+    defs::register_normalization_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -53,6 +56,9 @@ void register_builtin_ops() {
     cpu::register_transfer_kernels();
     cpu::register_collective_kernels();
     cpu::register_input_kernels();
+    cpu::register_conv_kernels();
+    cpu::register_pooling_kernels();
+    cpu::register_normalization_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -25,6 +25,9 @@ void register_fused_defs();
 void register_transfer_defs();
 void register_collective_defs();
 void register_input_defs();
+void register_conv_defs();
+void register_pooling_defs();
+void register_normalization_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -47,6 +50,9 @@ void register_fused_kernels();
 void register_transfer_kernels();
 void register_collective_kernels();
 void register_input_kernels();
+void register_conv_kernels();
+void register_pooling_kernels();
+void register_normalization_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -28,9 +28,6 @@ using AttrValue =
 enum class AttrType { Bool, Int, Float, Type, Shape, IntList, String, Tensor, Graph };
 AttrType attr_type(const AttrValue& v);
 const char* attr_type_name(AttrType t);
-// A value as people read it: 3, 0.001, true, float32, (2, 3), [1, 1], "SAME", a tensor's dtype and
-// shape, <graph>. For tools (weft-inspect) and messages; not a serialisation.
-std::string attr_text(const AttrValue& v);
 
 class Attrs {
  public:

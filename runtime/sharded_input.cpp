@@ -1,6 +1,8 @@
 #include "runtime/sharded_input.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -251,6 +253,45 @@ ShardedPosition sharded_input_position(const std::string& source, int64_t replic
   if (!s.data) return s.start;
   const int64_t per_epoch = batches_per_epoch(s.data->size(), s.spec.global_batch, s.spec.drop_remainder);
   return per_epoch > 0 ? normalized(s.start, per_epoch) : s.start;
+}
+
+uint64_t augment_stream(uint64_t seed, uint64_t epoch, uint64_t index) {
+  // Distinct odd multipliers keep (epoch, index) pairs from colliding in the finaliser's input.
+  return mix64(mix64(seed) + epoch * 0xD1B54A32D192ED03ull + index * 0x9E3779B97F4A7C15ull);
+}
+
+uint64_t augment_uniform(uint64_t& stream, uint64_t n) { return uniform_below(stream, n); }
+
+void crop_padded_image(const char* src, int64_t h, int64_t w, int64_t pixel_bytes, int64_t pad, int64_t top,
+                       int64_t left, int64_t out_h, int64_t out_w, char* dst) {
+  // Output column x reads source column x + left - pad: the columns inside [0, w) are one run.
+  const int64_t x0 = std::clamp<int64_t>(pad - left, 0, out_w);
+  const int64_t x1 = std::clamp<int64_t>(w + pad - left, x0, out_w);
+  const size_t row_bytes = static_cast<size_t>(out_w * pixel_bytes);
+  for (int64_t y = 0; y < out_h; ++y) {
+    char* out = dst + y * out_w * pixel_bytes;
+    const int64_t sy = y + top - pad;
+    if (sy < 0 || sy >= h || x0 == x1) {
+      std::memset(out, 0, row_bytes);
+      continue;
+    }
+    if (x0 > 0) std::memset(out, 0, static_cast<size_t>(x0 * pixel_bytes));
+    std::memcpy(out + x0 * pixel_bytes, src + (sy * w + x0 + left - pad) * pixel_bytes,
+                static_cast<size_t>((x1 - x0) * pixel_bytes));
+    if (x1 < out_w) std::memset(out + x1 * pixel_bytes, 0, static_cast<size_t>((out_w - x1) * pixel_bytes));
+  }
+}
+
+void flip_image_left_right(char* image, int64_t h, int64_t w, int64_t pixel_bytes) {
+  std::vector<char> tmp(static_cast<size_t>(pixel_bytes));
+  for (int64_t y = 0; y < h; ++y) {
+    char* row = image + y * w * pixel_bytes;
+    for (int64_t a = 0, b = w - 1; a < b; ++a, --b) {
+      std::memcpy(tmp.data(), row + a * pixel_bytes, tmp.size());
+      std::memcpy(row + a * pixel_bytes, row + b * pixel_bytes, tmp.size());
+      std::memcpy(row + b * pixel_bytes, tmp.data(), tmp.size());
+    }
+  }
 }
 
 void reset_sharded_inputs() {

@@ -106,4 +106,21 @@ void start_sharded_input_at(const std::string& source, int64_t batches);
 // Forgets every cursor, position and loaded file of this process (tests; freeing memory).
 void reset_sharded_inputs();
 
+// Image augmentation on the host, shared by data::Dataset and ReadShardedBatch. Images are HWC
+// rows of bytes: a pixel is `pixel_bytes` bytes (channels times the dtype's size), so one code
+// path serves every dtype and a row moves with memcpy.
+//
+// The random draws of one image come from augment_stream(seed, epoch, index): a counter-based
+// generator (splitmix64), so an image's crop and flip depend only on the seed, the epoch and the
+// image's index, not on threads, replicas or batch sizes.
+uint64_t augment_stream(uint64_t seed, uint64_t epoch, uint64_t index);
+// A uniform draw in [0, n) from the stream (n > 0).
+uint64_t augment_uniform(uint64_t& stream, uint64_t n);
+// dst (out_h, out_w) = the window at (top, left) of src (h, w) padded by `pad` zero pixels on
+// every side; top in [0, h + 2*pad - out_h], left in [0, w + 2*pad - out_w].
+void crop_padded_image(const char* src, int64_t h, int64_t w, int64_t pixel_bytes, int64_t pad, int64_t top,
+                       int64_t left, int64_t out_h, int64_t out_w, char* dst);
+// Mirrors an image (h, w) in place along its width.
+void flip_image_left_right(char* image, int64_t h, int64_t w, int64_t pixel_bytes);
+
 }  // namespace weft

@@ -21,6 +21,7 @@
 
 #include "api/function_core.h"
 #include "api/graph.h"
+#include "runtime/attr_text.h"
 #include "tools/tool_support.h"
 
 namespace weft::tools {

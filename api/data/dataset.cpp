@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include "runtime/sharded_input.h"
+
 namespace weft::data {
 
 // An element on its way through the pipeline. Before batching, elements are just row numbers
@@ -26,15 +28,17 @@ class ElementStream {
 };
 
 struct DatasetNode {
-  enum class Kind { Source, Shuffle, Batch, Prefetch } kind;
+  enum class Kind { Source, Shuffle, Batch, Prefetch, RandomCrop, RandomFlip } kind;
   std::shared_ptr<DatasetNode> input;
   std::vector<Tensor> sources;  // Source
   int64_t rows = 0;             // Source
   int64_t size = 0;             // Shuffle buffer, batch size, prefetch depth
   int64_t seed = -1;
   bool flag = false;            // Shuffle: reshuffle each iteration; Batch: drop remainder
+  int64_t height = 0, width = 0, padding = 0;  // RandomCrop
+  int64_t component = 0;        // RandomCrop, RandomFlip: the element's tensor they change
   mutable std::mutex mu;
-  mutable int64_t epoch = 0;    // Shuffle: iterations started
+  mutable int64_t epoch = 0;    // Shuffle, RandomCrop, RandomFlip: iterations started
 
   const DatasetNode& source() const { return input ? input->source() : *this; }
   std::shared_ptr<ElementStream> open() const;
@@ -205,6 +209,67 @@ class PrefetchStream final : public ElementStream {
   std::thread worker_;
 };
 
+// RandomCrop and RandomFlip: materialises each element and replaces one of its tensors by an
+// augmented copy (never in place: the tensor may be shared with the caller's source).
+class AugmentStream final : public ElementStream {
+ public:
+  AugmentStream(std::shared_ptr<ElementStream> in, const DatasetNode& node, uint64_t seed, uint64_t epoch)
+      : in_(std::move(in)), node_(node), src_(node.source()), seed_(seed), epoch_(epoch) {}
+  bool next(Element& out) override {
+    if (!in_->next(out)) return false;
+    out.tensors = materialise(src_, out);
+    out.row = -1;
+    const char* op = node_.kind == DatasetNode::Kind::RandomCrop ? "[random_crop] " : "[random_flip_left_right] ";
+    if (node_.component >= static_cast<int64_t>(out.tensors.size()))
+      throw InvalidArgument(op + std::string("component ") + std::to_string(node_.component) +
+                            " is out of range for elements of " + std::to_string(out.tensors.size()) + " tensors");
+    Tensor& t = out.tensors[static_cast<size_t>(node_.component)];
+    if (t.rank() != 3 && t.rank() != 4)
+      throw InvalidArgument(op + std::string("needs HWC images (rank 3) or NHWC batches (rank 4), got shape ") +
+                            t.shape().to_string());
+    const bool batched = t.rank() == 4;
+    const int64_t n = batched ? t.shape()[0] : 1;
+    const int64_t h = t.shape()[batched ? 1 : 0], w = t.shape()[batched ? 2 : 1], c = t.shape()[batched ? 3 : 2];
+    const int64_t pixel = c * static_cast<int64_t>(dtype_size(t.dtype()));
+    int64_t oh = h, ow = w;
+    const bool crop = node_.kind == DatasetNode::Kind::RandomCrop;
+    if (crop) {
+      oh = node_.height;
+      ow = node_.width;
+      if (h + 2 * node_.padding < oh || w + 2 * node_.padding < ow)
+        throw InvalidArgument(op + std::string("images of shape ") + t.shape().to_string() + " padded by " +
+                              std::to_string(node_.padding) + " are smaller than the crop " + std::to_string(oh) +
+                              "x" + std::to_string(ow));
+    }
+    Shape shape = batched ? Shape{n, oh, ow, c} : Shape{oh, ow, c};
+    Tensor result = Tensor::empty(t.dtype(), shape);
+    const auto* in = static_cast<const char*>(t.raw_data());
+    auto* dst = static_cast<char*>(result.raw_data());
+    for (int64_t i = 0; i < n; ++i, ++index_) {
+      uint64_t stream = augment_stream(seed_, epoch_, index_);
+      const char* img = in + i * h * w * pixel;
+      char* o = dst + i * oh * ow * pixel;
+      if (crop) {
+        const auto top = static_cast<int64_t>(augment_uniform(stream, static_cast<uint64_t>(h + 2 * node_.padding - oh + 1)));
+        const auto left = static_cast<int64_t>(augment_uniform(stream, static_cast<uint64_t>(w + 2 * node_.padding - ow + 1)));
+        crop_padded_image(img, h, w, pixel, node_.padding, top, left, oh, ow, o);
+      } else {
+        std::memcpy(o, img, static_cast<size_t>(h * w * pixel));
+        if (augment_uniform(stream, 2) == 1) flip_image_left_right(o, h, w, pixel);
+      }
+    }
+    t = std::move(result);
+    return true;
+  }
+
+ private:
+  std::shared_ptr<ElementStream> in_;
+  const DatasetNode& node_;
+  const DatasetNode& src_;
+  uint64_t seed_, epoch_;
+  uint64_t index_ = 0;  // images augmented so far this epoch
+};
+
 uint64_t fresh_seed() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -227,6 +292,17 @@ std::shared_ptr<ElementStream> DatasetNode::open() const {
     }
     case Kind::Batch: return std::make_shared<BatchStream>(input->open(), source(), size, flag);
     case Kind::Prefetch: return std::make_shared<PrefetchStream>(input->open(), source(), size);
+    case Kind::RandomCrop:
+    case Kind::RandomFlip: {
+      int64_t e;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        e = epoch++;
+      }
+      // Unseeded: a fresh seed each epoch (the epoch number then adds nothing).
+      const uint64_t s = seed >= 0 ? static_cast<uint64_t>(seed) : fresh_seed();
+      return std::make_shared<AugmentStream>(input->open(), *this, s, static_cast<uint64_t>(e));
+    }
   }
   return nullptr;
 }
@@ -276,6 +352,33 @@ Dataset Dataset::prefetch(int64_t buffer_size) const {
   node->kind = DatasetNode::Kind::Prefetch;
   node->input = node_;
   node->size = buffer_size;
+  return Dataset(node);
+}
+
+Dataset Dataset::random_crop(int64_t height, int64_t width, int64_t padding, int64_t seed, int64_t component) const {
+  if (height <= 0 || width <= 0 || padding < 0)
+    throw InvalidArgument("[random_crop] height and width must be positive and padding >= 0, got " +
+                          std::to_string(height) + "x" + std::to_string(width) + ", padding " + std::to_string(padding));
+  if (component < 0) throw InvalidArgument("[random_crop] component must be >= 0, got " + std::to_string(component));
+  auto node = std::make_shared<DatasetNode>();
+  node->kind = DatasetNode::Kind::RandomCrop;
+  node->input = node_;
+  node->height = height;
+  node->width = width;
+  node->padding = padding;
+  node->seed = seed;
+  node->component = component;
+  return Dataset(node);
+}
+
+Dataset Dataset::random_flip_left_right(int64_t seed, int64_t component) const {
+  if (component < 0)
+    throw InvalidArgument("[random_flip_left_right] component must be >= 0, got " + std::to_string(component));
+  auto node = std::make_shared<DatasetNode>();
+  node->kind = DatasetNode::Kind::RandomFlip;
+  node->input = node_;
+  node->seed = seed;
+  node->component = component;
   return Dataset(node);
 }
 

@@ -7,6 +7,21 @@
 // element i is {x[i], y[i]}. Iterating starts a new epoch; shuffle reshuffles each epoch
 // (deterministically when seeded). prefetch(k) prepares up to k elements on a background thread
 // while the loop body runs. Datasets are handles; transformations return new datasets.
+//
+// Image augmentation (Keras's RandomCrop / RandomFlip, tf.image.random_flip_left_right), on the
+// host, per image, seeded and reproducible:
+//
+//   auto train = data::Dataset::from_tensors({images, labels})      // images (N, 32, 32, 3)
+//                    .shuffle(50000, 1)
+//                    .random_crop(32, 32, /*padding=*/4, /*seed=*/2)  // pad 4 zeros, crop 32x32
+//                    .random_flip_left_right(/*seed=*/3)             // mirror with p = 0.5
+//                    .batch(128).prefetch(2);
+//
+// They change one component of each element (`component`, default 0: the images): an HWC image
+// (rank 3), or an NHWC batch (rank 4: each image draws its own crop and flip), of any dtype.
+// An image's draws depend on the seed, the epoch and the image's position in the epoch, so a
+// seeded pipeline gives the same images in every run, and new ones each epoch; seed -1 draws a
+// fresh seed per epoch.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +45,14 @@ class Dataset {
   // Stacks `batch_size` consecutive elements; the last batch may be smaller unless dropped.
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
   Dataset prefetch(int64_t buffer_size) const;
+
+  // Pads each image by `padding` zero pixels on every side, then takes a random height x width
+  // window of it (uniform over the positions that fit). InvalidArgument at iteration when the
+  // padded image is smaller than the window or the component is not rank 3 or 4.
+  Dataset random_crop(int64_t height, int64_t width, int64_t padding = 0, int64_t seed = -1,
+                      int64_t component = 0) const;
+  // Mirrors each image along its width with probability 1/2.
+  Dataset random_flip_left_right(int64_t seed = -1, int64_t component = 0) const;
 
   // Elements per epoch.
   int64_t cardinality() const;

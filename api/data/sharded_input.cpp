@@ -49,6 +49,21 @@ ShardedInput& ShardedInput::drop_remainder(bool drop) {
   spec_.drop_remainder = drop;
   return *this;
 }
+ShardedInput& ShardedInput::random_crop(int64_t padding, int64_t seed) {
+  if (padding < 0 || seed < 0)
+    throw InvalidArgument("[ShardedInput] random_crop needs padding >= 0 and seed >= 0, got padding " +
+                          std::to_string(padding) + ", seed " + std::to_string(seed));
+  crop_padding_ = padding;
+  crop_seed_ = seed;
+  return *this;
+}
+ShardedInput& ShardedInput::random_flip_left_right(int64_t seed) {
+  if (seed < -1)
+    throw InvalidArgument("[ShardedInput] random_flip_left_right's seed must be >= 0, or -1 for no flips; got " +
+                          std::to_string(seed));
+  flip_seed_ = seed;
+  return *this;
+}
 ShardedInput& ShardedInput::source(std::string name) {
   if (name.empty()) throw InvalidArgument("[ShardedInput] the source name must not be empty");
   source_ = std::move(name);
@@ -96,6 +111,12 @@ Attrs ShardedInput::node_attrs(int64_t replica, int64_t num_replicas) const {
                {"source", source_},
                {"example_shape", example_shape()}};
   if (start > 0) attrs.set("start_batch", start);
+  // Only when on, so graphs without augmentation keep their attributes (and their hashes).
+  if (crop_padding_ > 0) {
+    attrs.set("crop_padding", crop_padding_);
+    attrs.set("crop_seed", crop_seed_);
+  }
+  if (flip_seed_ >= 0) attrs.set("flip_seed", flip_seed_);
   return attrs;
 }
 

@@ -35,6 +35,13 @@ class ShardedInput {
   ShardedInput& scale(double s);            // features *= s after the cast to float32 (default 1)
   ShardedInput& drop_remainder(bool drop);  // skip each epoch's short last batch (default false)
   ShardedInput& source(std::string name);   // the key naming this input's cursors (default generated)
+  // Augmentation of image examples (H, W) or (H, W, C), on the reading task, per example (as
+  // Dataset's of the same names): pad by `padding` zero pixels, then a random H x W window; mirror
+  // along W with p = 1/2. An example's draws depend on the seed, the epoch and its index in the
+  // file, so they are the same for any replica count. random_crop(0) and
+  // random_flip_left_right(-1) turn them off.
+  ShardedInput& random_crop(int64_t padding, int64_t seed = 0);
+  ShardedInput& random_flip_left_right(int64_t seed = 0);
 
   // Read from the files' headers on the calling process (once; cached in this value and its
   // copies). NotFound / DataLoss from the parsers, InvalidArgument naming both files when their
@@ -66,6 +73,7 @@ class ShardedInput {
 
   ShardedInputSpec spec_;
   double scale_ = 1.0;
+  int64_t crop_padding_ = 0, crop_seed_ = 0, flip_seed_ = -1;
   std::string source_;
   std::shared_ptr<Headers> headers_;
 };

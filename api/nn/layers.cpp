@@ -1,5 +1,7 @@
 #include "api/nn/layers.h"
 
+#include "api/nn/layer_util.h"
+
 #include <cmath>
 #include <string>
 
@@ -18,14 +20,12 @@ Tensor sigmoid(const Tensor& x) { return weft::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return weft::tanh(x); }
 Tensor softmax(const Tensor& x) { return weft::softmax(x); }
 
-namespace {
+namespace detail {
 
-// " (called at train.cpp:42)": a layer's own argument checks name the line that called it.
 std::string called_at(const SourceLocation& loc) {
   return " (called at " + SourceLoc{loc.file_name(), loc.function_name(), loc.line()}.to_string() + ")";
 }
 
-// The built-in activations, applied at the layer's call site; any other callable runs as given.
 Tensor activate(const Activation& f, const Tensor& y, const SourceLocation& loc) {
   if (const auto* fn = f.target<Tensor (*)(const Tensor&)>()) {
     if (*fn == &relu) return weft::relu(y, loc);
@@ -35,6 +35,13 @@ Tensor activate(const Activation& f, const Tensor& y, const SourceLocation& loc)
   }
   return f(y);
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::activate;
+using detail::called_at;
 
 class DenseImpl final : public ModuleImpl {
  public:
@@ -122,10 +129,13 @@ class DropoutImpl final : public ModuleImpl {
   int64_t calls_ = 0;
 };
 
+// Its layers are registered children named by child_names ("dense", "dense_1", ...), so
+// variables, checkpoint paths and deferred restores come from ModuleImpl's defaults.
 class SequentialImpl final : public ModuleImpl {
  public:
-  explicit SequentialImpl(std::vector<Module> layers)
-      : ModuleImpl(unique_layer_name("sequential"), "sequential"), layers_(std::move(layers)) {}
+  explicit SequentialImpl(const std::vector<Module>& layers) : ModuleImpl(unique_layer_name("sequential"), "sequential") {
+    for (const Module& m : layers) add(m);
+  }
 
   Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
 
@@ -135,26 +145,11 @@ class SequentialImpl final : public ModuleImpl {
     return y;
   }
 
-  std::vector<Variable> variables() const override {
-    std::vector<Variable> v;
-    for (const Module& m : layers_) {
-      auto sub = m.variables();
-      v.insert(v.end(), sub.begin(), sub.end());
-    }
-    return v;
-  }
-
-  NamedVariables named_variables() const override {
-    NamedVariables v;
-    std::vector<std::string> names = child_names(layers_);
-    for (size_t i = 0; i < layers_.size(); ++i)
-      for (auto& [path, var] : layers_[i].named_variables()) v.emplace_back(names[i] + "/" + path, var);
-    return v;
-  }
-
-  void defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix) override {
-    std::vector<std::string> names = child_names(layers_);
-    for (size_t i = 0; i < layers_.size(); ++i) layers_[i].impl()->defer_restore(restorer, prefix + "/" + names[i]);
+  void add(const Module& layer) {
+    if (!layer.defined()) throw InvalidArgument("[Sequential] got an empty module handle");
+    layers_.push_back(layer);
+    // child_names is stable under appending: the earlier layers keep their names.
+    register_module(child_names(layers_).back(), layer);
   }
 
   std::vector<Module> layers_;
@@ -170,13 +165,10 @@ Variable Dense::bias() const { return static_cast<DenseImpl*>(impl_.get())->bias
 Dropout::Dropout(double rate, std::optional<int64_t> seed) : Module(std::make_shared<DropoutImpl>(rate, seed)) {}
 
 Sequential::Sequential(std::initializer_list<Module> layers) : Sequential(std::vector<Module>(layers)) {}
-Sequential::Sequential(std::vector<Module> layers) : Module(std::make_shared<SequentialImpl>(std::move(layers))) {
-  for (const Module& m : static_cast<SequentialImpl*>(impl_.get())->layers_)
-    if (!m.defined()) throw InvalidArgument("[Sequential] got an empty module handle");
-}
+Sequential::Sequential(std::vector<Module> layers) : Module(std::make_shared<SequentialImpl>(layers)) {}
 void Sequential::add(const Module& layer) {
   if (!layer.defined()) throw InvalidArgument("[Sequential] cannot add an empty module handle");
-  static_cast<SequentialImpl*>(impl_.get())->layers_.push_back(layer);
+  static_cast<SequentialImpl*>(impl_.get())->add(layer);
 }
 const std::vector<Module>& Sequential::layers() const { return static_cast<SequentialImpl*>(impl_.get())->layers_; }
 

@@ -38,6 +38,13 @@ class Dropout : public Module {
   explicit Dropout(double rate, std::optional<int64_t> seed = std::nullopt);
 };
 
+// relu as a layer of its own (Keras's layers.ReLU), for a model that puts an activation after a
+// layer that has none (a convolution followed by batch normalisation).
+class ReLU : public Module {
+ public:
+  ReLU();
+};
+
 class Sequential : public Module {
  public:
   Sequential(std::initializer_list<Module> layers);

@@ -29,40 +29,7 @@ class VariableRestorer {
   virtual void created(const std::string& path, const Variable& var) = 0;
 };
 
-class ModuleImpl {
- public:
-  // `kind` ("dense") names the module inside a parent; it defaults to `name`.
-  explicit ModuleImpl(std::string name, std::string kind = "")
-      : name_(std::move(name)), kind_(kind.empty() ? name_ : std::move(kind)) {}
-  virtual ~ModuleImpl() = default;
-  virtual Tensor call(const Tensor& x, bool training) = 0;
-  // The call made by Module's call operator, with the caller's line: the built-in layers put
-  // their graph nodes there. The default ignores it and calls call().
-  virtual Tensor call_at(const Tensor& x, bool training, const std::source_location& where) {
-    return call(x, training);
-  }
-  // Own variables first, then those of sub-modules, in creation order.
-  virtual std::vector<Variable> variables() const { return {}; }
-  // The variables built so far with their paths below this module ("kernel", "dense_1/bias"),
-  // in the order of variables(). The default uses each variable's own name; layers and
-  // containers give paths that do not depend on how many layers the process made before.
-  virtual NamedVariables named_variables() const;
-  // Keeps `restorer` for variables this module (or a sub-module) builds later; `prefix` is this
-  // module's path. Containers pass it on to their children with the child's path.
-  virtual void defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix);
-  const std::string& name() const { return name_; }
-  const std::string& kind() const { return kind_; }
-
- protected:
-  // A layer calls this right after building a variable, so a pending restore can set its value.
-  void variable_built(const std::string& relative_path, const Variable& var);
-
- private:
-  std::string name_;
-  std::string kind_;
-  std::shared_ptr<VariableRestorer> restorer_;
-  std::string restore_prefix_;
-};
+class ModuleImpl;
 
 class Module {
  public:
@@ -82,6 +49,59 @@ class Module {
  protected:
   std::shared_ptr<ModuleImpl> impl_;
 };
+
+class ModuleImpl {
+ public:
+  // `kind` ("dense") names the module inside a parent; it defaults to `name`.
+  explicit ModuleImpl(std::string name, std::string kind = "")
+      : name_(std::move(name)), kind_(kind.empty() ? name_ : std::move(kind)) {}
+  virtual ~ModuleImpl() = default;
+  virtual Tensor call(const Tensor& x, bool training) = 0;
+  // The call made by Module's call operator, with the caller's line: the built-in layers put
+  // their graph nodes there. The default ignores it and calls call().
+  virtual Tensor call_at(const Tensor& x, bool training, const std::source_location& where) {
+    return call(x, training);
+  }
+  // Own variables first, then those of sub-modules, in creation order. The default: the
+  // registered variables, then each registered child's variables, in registration order.
+  virtual std::vector<Variable> variables() const;
+  // The variables built so far with their paths below this module ("kernel", "dense_1/bias"),
+  // in the order of variables(). The default gives registered variables their registered name
+  // and a registered child's variables "<child>/<path>"; a module that registers nothing and
+  // overrides variables() gets each variable's own name. Layers and containers give paths that
+  // do not depend on how many layers the process made before.
+  virtual NamedVariables named_variables() const;
+  // Keeps `restorer` for variables this module (or a sub-module) builds later; `prefix` is this
+  // module's path. The default passes it on to registered children with the child's path.
+  virtual void defer_restore(std::shared_ptr<VariableRestorer> restorer, const std::string& prefix);
+  const std::string& name() const { return name_; }
+  const std::string& kind() const { return kind_; }
+
+ protected:
+  // A layer calls this right after building a variable, so a pending restore can set its value.
+  void variable_built(const std::string& relative_path, const Variable& var);
+
+  // Models of one's own (torch's register_module, Keras's tracked attributes): the child's
+  // variables, checkpoint paths ("<name>/kernel") and deferred restores become this module's,
+  // in registration order, after its registered variables. Returns `module`, so
+  //   conv1_ = register_module("conv1", nn::Dense(64));
+  // InvalidArgument for an empty handle, a name that is empty, holds '/', or is taken.
+  Module register_module(const std::string& name, Module module);
+  // A variable this module owns directly, saved as "<name>"; returns it.
+  Variable register_variable(const std::string& name, Variable variable);
+  const std::vector<std::pair<std::string, Module>>& registered_modules() const { return children_; }
+
+ private:
+  void check_new_name(const std::string& name, const char* what) const;
+
+  std::string name_;
+  std::string kind_;
+  std::vector<std::pair<std::string, Module>> children_;
+  NamedVariables own_;
+  std::shared_ptr<VariableRestorer> restorer_;
+  std::string restore_prefix_;
+};
+
 
 // Keras-style unique layer names: "dense", "dense_1", "dense_2", ... per base name, per process.
 std::string unique_layer_name(const std::string& base);

@@ -18,6 +18,9 @@ void register_builtin_gradients() {
     register_loss_gradients();
     register_broadcast_gradients();
     register_control_flow_gradients();
+    register_conv_gradients();
+    register_pooling_gradients();
+    register_normalization_gradients();
     distribute::register_replica_gradients();
   });
 }

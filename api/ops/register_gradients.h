@@ -11,4 +11,7 @@ void register_nn_gradients();
 void register_loss_gradients();
 void register_broadcast_gradients();
 void register_control_flow_gradients();
+void register_conv_gradients();
+void register_pooling_gradients();
+void register_normalization_gradients();
 }  // namespace weft

@@ -2,6 +2,7 @@
 // (runtime/sharded_input.h) and copies just those rows out of the loaded files, casting features
 // to float32 times `scale` and labels to int32.
 #include <cstring>
+#include <vector>
 
 #include "kernels/defs/input.h"
 #include "kernels/register_all.h"
@@ -25,6 +26,34 @@ template <class T>
 void copy_labels(const ShardedBatchPlan& p, int32_t* out) {
   const T* src = p.data->labels.data<T>();
   for (int64_t i = 0; i < p.count; ++i) out[i] = static_cast<int32_t>(src[p.example(i)]);
+}
+
+// Random crops (zero padding, then an H x W window) and flips of each float32 example, in place.
+void augment(const ShardedBatchPlan& p, const Shape& example, const Attrs& a, float* rows) {
+  const int64_t pad = a.get_or<int64_t>("crop_padding", 0);
+  const int64_t flip_seed = a.get_or<int64_t>("flip_seed", -1);
+  if ((pad == 0 && flip_seed < 0) || p.count == 0) return;
+  const uint64_t crop_seed = static_cast<uint64_t>(a.get_or<int64_t>("crop_seed", 0));
+  const int64_t h = example[0], w = example[1], pixel = (example.rank() == 3 ? example[2] : 1) * 4;
+  const int64_t row_size = example.num_elements();
+  std::vector<float> tmp(pad > 0 ? static_cast<size_t>(row_size) : 0);
+  const auto epoch = static_cast<uint64_t>(p.position.epoch);
+  for (int64_t i = 0; i < p.count; ++i) {
+    auto* row = reinterpret_cast<char*>(rows + i * row_size);
+    const auto index = static_cast<uint64_t>(p.example(i));
+    if (pad > 0) {
+      uint64_t st = augment_stream(crop_seed, epoch, index);
+      const auto top = static_cast<int64_t>(augment_uniform(st, static_cast<uint64_t>(2 * pad + 1)));
+      const auto left = static_cast<int64_t>(augment_uniform(st, static_cast<uint64_t>(2 * pad + 1)));
+      std::memcpy(tmp.data(), row, tmp.size() * sizeof(float));
+      crop_padded_image(reinterpret_cast<const char*>(tmp.data()), h, w, pixel, pad, top, left, h, w, row);
+    }
+    if (flip_seed >= 0) {
+      // Its own stream: the flips do not depend on whether crops are on.
+      uint64_t st = augment_stream(static_cast<uint64_t>(flip_seed), epoch, index);
+      if (augment_uniform(st, 2) == 1) flip_image_left_right(row, h, w, pixel);
+    }
+  }
 }
 
 void read_sharded_batch(KernelContext& c) {
@@ -58,6 +87,7 @@ void read_sharded_batch(KernelContext& c) {
     case DType::Float64: copy_features<double>(p, row_size, scale, f); break;
     default: c.fail("features of dtype " + std::string(dtype_name(x.dtype())) + " cannot be read");  // checked at load
   }
+  augment(p, example, c.attrs, f);
   int32_t* l = p.count ? labels.data<int32_t>() : nullptr;
   switch (p.data->labels.dtype()) {
     case DType::UInt8: copy_labels<uint8_t>(p, l); break;

@@ -3,6 +3,10 @@
 
 namespace weft::cuda {
 
+// conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter through cuDNN. Declared here rather
+// than in cuda_kernels.h for now: every .cu includes that header, and changing it rebuilds them.
+void register_conv_kernels();
+
 void register_cuda_kernels() {
   register_unary_kernels();
   register_binary_kernels();
@@ -21,6 +25,9 @@ void register_cuda_kernels() {
   register_softmax_kernels();
   register_fused_kernels();
   register_collective_kernels();
+  register_conv_kernels();
+  register_pooling_kernels();
+  register_normalization_kernels();
 }
 
 }  // namespace weft::cuda

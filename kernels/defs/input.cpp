@@ -35,6 +35,13 @@ void infer_read_sharded_batch(InferContext& ctx) {
   if (const AttrValue* d = a.find("labels_dtype"); d && std::get<DType>(*d) != DType::Int32)
     ctx.fail("labels_dtype must be int32, got " + std::string(dtype_name(std::get<DType>(*d))));
 
+  if (a.get_or<int64_t>("crop_padding", 0) < 0)
+    ctx.fail("crop_padding must be >= 0, got " + std::to_string(a.get<int64_t>("crop_padding")));
+  if (a.get_or<int64_t>("crop_seed", 0) < 0)
+    ctx.fail("crop_seed must be >= 0, got " + std::to_string(a.get<int64_t>("crop_seed")));
+  if (a.get_or<int64_t>("flip_seed", -1) < -1)
+    ctx.fail("flip_seed must be >= 0, or -1 for no flips; got " + std::to_string(a.get<int64_t>("flip_seed")));
+  const bool augments = a.get_or<int64_t>("crop_padding", 0) > 0 || a.get_or<int64_t>("flip_seed", -1) >= 0;
   Shape example;
   if (const AttrValue* s = a.find("example_shape")) {
     example = std::get<Shape>(*s);
@@ -46,6 +53,8 @@ void infer_read_sharded_batch(InferContext& ctx) {
     if (h.shape.rank() < 1) ctx.fail(spec.features + " holds a scalar, not a sequence of examples");
     example = Shape(h.shape.dims().subspan(1));
   }
+  if (augments && example.rank() != 2 && example.rank() != 3)
+    ctx.fail("random crops and flips need image examples (H, W) or (H, W, C), got " + example.to_string());
   const int64_t rows = spec.drop_remainder ? shard_rows(spec.global_batch, spec.num_replicas, replica).count : -1;
   Shape features{rows};
   for (int64_t d : example) features.push_back(d);
@@ -73,7 +82,9 @@ void register_input_defs() {
                                {"seed", AttrType::Int}, {"drop_remainder", AttrType::Bool},
                                {"scale", AttrType::Float}, {"source", AttrType::String},
                                {"example_shape", AttrType::Shape, false}, {"start_batch", AttrType::Int, false},
-                               {"features_dtype", AttrType::Type, false}, {"labels_dtype", AttrType::Type, false}},
+                               {"features_dtype", AttrType::Type, false}, {"labels_dtype", AttrType::Type, false},
+                               {"crop_padding", AttrType::Int, false}, {"crop_seed", AttrType::Int, false},
+                               {"flip_seed", AttrType::Int, false}},
                      .infer = infer_read_sharded_batch, .cost = read_cost,
                      .flags = kStateful | kSetsOutputs | kNotDifferentiable, .kernel_dtype_input = -1});
 }

@@ -15,6 +15,13 @@
 //                           features file's header to learn it
 //   features_dtype  Type    optional, float32 (the only one supported)
 //   labels_dtype    Type    optional, int32 (the only one supported)
+//   crop_padding    Int     optional, >= 0: pad each example (H, W[, C]) by this many zero pixels
+//                           and take a random H x W window (absent or 0: no crop)
+//   crop_seed       Int     optional, >= 0 (default 0): the crops' seed
+//   flip_seed       Int     optional: >= 0 mirrors each example along W with p = 1/2, seeded;
+//                           absent or -1: no flips
+// An example's crop and flip depend on the seed, the epoch and the example's index in the file
+// (runtime/sharded_input.h's augment_stream): the same for any replica count or batch.
 #pragma once
 
 #include "runtime/attr.h"

@@ -3,6 +3,9 @@
 //   DIR/model/                   a saved function, trained a few steps first: relu(x @ kernel + bias),
 //                                its product with k, 3k - 1
 //   DIR/effects_model/           a saved function that returns nothing, only adds to a variable
+//   DIR/cnn_model/               a small CNN's inference (conv, batch norm, relu, max pool, dense),
+//                                trained two steps first; its input DIR/images.npy (float32
+//                                (3, 8, 8, 1)) and output DIR/cnn_expected.npy
 //   DIR/x.npy, DIR/k.npy         its inputs (float32 (2, 4), int32 (2, 3))
 //   DIR/expected_<i>.npy         what calling the function returned for output_i
 //   DIR/x_int.npy, DIR/x_wide.npy, DIR/garbage.npy, DIR/bad_model/   for the error cases
@@ -57,6 +60,24 @@ int main(int argc, char** argv) {
     Variable total(constant({{0, 0, 0}, {0, 0, 0}}), "total");
     auto accumulate = weft::function([&](Tensor v) { total.assign_add(v); });
     accumulate.save((dir / "effects_model").string(), k);
+
+    // A CNN as users write it, trained two steps so the moving statistics are not the initial ones.
+    random::set_seed(5);
+    nn::Sequential cnn{nn::Conv2D(4, {3, 3}, {.strides = {1, 1}, .padding = "same", .use_bias = false}),
+                       nn::BatchNormalization(), nn::ReLU(), nn::MaxPool2D({2, 2}), nn::Flatten(), nn::Dense(3)};
+    Tensor images = random::normal({3, 8, 8, 1}, 0.0, 1.0, /*seed=*/12);
+    Tensor labels = constant({0, 2, 1});
+    for (int step = 0; step < 2; ++step) {
+      GradientTape tape;
+      Tensor loss = nn::sparse_softmax_cross_entropy(labels, cnn(images, true));
+      std::vector<Variable> cnn_vars = cnn.trainable_variables();
+      opt.apply_gradients(tape.gradient(loss, cnn_vars), cnn_vars);
+    }
+    auto predict = weft::function([&](Tensor im) { return cnn(im, /*training=*/false); });
+    const Tensor cnn_expected = predict(images);
+    predict.save((dir / "cnn_model").string(), images);
+    save_npy((dir / "images.npy").string(), images);
+    save_npy((dir / "cnn_expected.npy").string(), cnn_expected);
 
     save_npy((dir / "x.npy").string(), x);
     save_npy((dir / "k.npy").string(), k);

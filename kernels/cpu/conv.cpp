@@ -1,0 +1,78 @@
+// CPU Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter. float32 goes to oneDNN where it has a
+// real implementation for the problem (conv_onednn.h), else to weft's reference (im2col and GEMM,
+// conv_reference.h); float64 always to the reference; float16 and bfloat16 through the float32
+// kernel (via_float32.h).
+#include <string>
+#include <type_traits>
+
+#include "kernels/conv_params.h"
+#include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/conv_reference.h"
+#include "kernels/cpu/via_float32.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// The definitions validated the attributes and shapes; the kernels only read them.
+ConvParams params_of(const KernelContext& ctx, const Shape& x, const Shape& filter) {
+  ConvWindow win;
+  std::string why;
+  if (!read_conv_window(ctx.attrs, &win, &why)) ctx.fail(why);
+  ConvParams p;
+  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[3], &p))
+    ctx.fail("the filter " + filter.to_string() + " does not fit the input " + x.to_string());
+  return p;
+}
+
+template <class T>
+const T* in(const KernelContext& ctx, int i) {
+  return static_cast<const T*>(ctx.input(i).raw_data());
+}
+template <class T>
+T* out(const KernelContext& ctx) {
+  return static_cast<T*>(ctx.output(0).raw_data());
+}
+
+template <class T>
+void conv2d_kernel(KernelContext& ctx) {
+  const ConvParams p = params_of(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
+  }
+  conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
+}
+
+template <class T>
+void backprop_input_kernel(KernelContext& ctx) {
+  const ConvParams p = params_of(ctx, ctx.output(0).shape(), ctx.input(0).shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d_backprop_input(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
+  }
+  conv2d_backprop_input_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
+}
+
+template <class T>
+void backprop_filter_kernel(KernelContext& ctx) {
+  const ConvParams p = params_of(ctx, ctx.input(0).shape(), ctx.output(0).shape());
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_conv2d_backprop_filter(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
+  }
+  conv2d_backprop_filter_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
+}
+
+}  // namespace
+
+void register_conv_kernels() {
+  register_kernel("Conv2D", DeviceType::CPU, float32, conv2d_kernel<float>);
+  register_kernel("Conv2D", DeviceType::CPU, float64, conv2d_kernel<double>);
+  register_kernel("Conv2DBackpropInput", DeviceType::CPU, float32, backprop_input_kernel<float>);
+  register_kernel("Conv2DBackpropInput", DeviceType::CPU, float64, backprop_input_kernel<double>);
+  register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float32, backprop_filter_kernel<float>);
+  register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float64, backprop_filter_kernel<double>);
+  register_via_float32({"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+}
+
+}  // namespace weft::cpu
