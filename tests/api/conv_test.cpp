@@ -1,0 +1,312 @@
+// Conv2D and its two gradient ops: against direct loops written here in float64 (strides,
+// dilations, SAME / VALID / explicit padding, odd sizes, 1x1 and whole-input windows), float32
+// (oneDNN where it takes the problem) against them, float16 / bfloat16 against float32, gradients
+// and gradients of gradients by finite differences, eager against traced, the errors, and
+// determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "eager_vs_traced.h"
+#include "gradient_check.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+// One problem: shapes, window and the padding as the front-end takes it.
+struct Case {
+  std::string name;
+  Shape x, w;  // [n, h, w, c], [kh, kw, c, f]
+  std::vector<int64_t> strides{1, 1}, dilations{1, 1};
+  std::string padding = "VALID";  // or "SAME", or "EXPLICIT" with `pads`
+  ExplicitPadding pads{};
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {"valid 3x3", {2, 5, 6, 3}, {3, 3, 3, 4}},
+      {"same 3x3", {2, 5, 6, 3}, {3, 3, 3, 4}, {1, 1}, {1, 1}, "SAME"},
+      {"same stride 2 odd padding", {1, 7, 6, 2}, {2, 3, 2, 3}, {2, 2}, {1, 1}, "SAME"},
+      {"valid strides 2,1", {2, 6, 5, 2}, {3, 2, 2, 2}, {2, 1}, {1, 1}, "VALID"},
+      {"same dilated 2", {1, 7, 7, 2}, {3, 3, 2, 2}, {1, 1}, {2, 2}, "SAME"},
+      {"explicit dilated strided", {1, 6, 7, 2}, {2, 3, 2, 3}, {1, 2}, {2, 1}, "EXPLICIT", {1, 0, 2, 1}},
+      {"explicit uneven stride 2", {2, 5, 5, 1}, {3, 3, 1, 2}, {2, 2}, {1, 1}, "EXPLICIT", {0, 2, 1, 1}},
+      {"1x1 stride 2", {2, 5, 4, 3}, {1, 1, 3, 5}, {2, 2}, {1, 1}, "VALID"},
+      {"window as large as input", {2, 4, 3, 2}, {4, 3, 2, 3}},
+      {"odd sizes same stride 3", {1, 3, 5, 1}, {2, 3, 1, 2}, {3, 3}, {1, 1}, "SAME"},
+  };
+  return all;
+}
+
+// The padding actually applied and the output size, worked out here from TensorFlow's rules.
+struct Geometry {
+  int64_t oh, ow, top, left;
+};
+
+int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, const Case& c, int64_t before, int64_t after,
+                int64_t* pad_before) {
+  const int64_t eff = (k - 1) * d + 1;
+  if (c.padding == "VALID") {
+    *pad_before = 0;
+    return (in - eff) / s + 1;
+  }
+  if (c.padding == "SAME") {
+    const int64_t out = (in + s - 1) / s;
+    *pad_before = std::max<int64_t>((out - 1) * s + eff - in, 0) / 2;
+    return out;
+  }
+  *pad_before = before;
+  return (in + before + after - eff) / s + 1;
+}
+
+Geometry geometry(const Case& c) {
+  Geometry g{};
+  g.oh = out_dim(c.x[1], c.w[0], c.strides[0], c.dilations[0], c, c.pads.top, c.pads.bottom, &g.top);
+  g.ow = out_dim(c.x[2], c.w[1], c.strides[1], c.dilations[1], c, c.pads.left, c.pads.right, &g.left);
+  return g;
+}
+
+// Calls f(n, oy, ox, ky, kx, iy, ix) for every product term of the convolution.
+void for_each_term(const Case& c, const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                           int64_t)>& f) {
+  const Geometry g = geometry(c);
+  for (int64_t n = 0; n < c.x[0]; ++n)
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        for (int64_t ky = 0; ky < c.w[0]; ++ky)
+          for (int64_t kx = 0; kx < c.w[1]; ++kx) {
+            const int64_t iy = oy * c.strides[0] - g.top + ky * c.dilations[0];
+            const int64_t ix = ox * c.strides[1] - g.left + kx * c.dilations[1];
+            if (iy >= 0 && iy < c.x[1] && ix >= 0 && ix < c.x[2]) f(n, oy, ox, ky, kx, iy, ix);
+          }
+}
+
+Shape y_shape(const Case& c) {
+  const Geometry g = geometry(c);
+  return {c.x[0], g.oh, g.ow, c.w[3]};
+}
+
+struct Refs {
+  std::vector<double> y, dx, dw;
+};
+
+// All three ops by direct loops: y = x (*) w, dx from (w, dy), dw from (x, dy).
+Refs direct(const Case& c, const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& dy) {
+  const int64_t H = c.x[1], W = c.x[2], C = c.x[3], KW = c.w[1], F = c.w[3];
+  const Shape ys = y_shape(c);
+  Refs r{std::vector<double>(static_cast<size_t>(ys.num_elements())),
+         std::vector<double>(static_cast<size_t>(c.x.num_elements())),
+         std::vector<double>(static_cast<size_t>(c.w.num_elements()))};
+  for_each_term(c, [&](int64_t n, int64_t oy, int64_t ox, int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t f = 0; f < F; ++f) {
+        const size_t xi = static_cast<size_t>(((n * H + iy) * W + ix) * C + ch);
+        const size_t wi = static_cast<size_t>(((ky * KW + kx) * C + ch) * F + f);
+        const size_t yi = static_cast<size_t>(((n * ys[1] + oy) * ys[2] + ox) * F + f);
+        r.y[yi] += x[xi] * w[wi];
+        r.dx[xi] += dy[yi] * w[wi];
+        r.dw[wi] += x[xi] * dy[yi];
+      }
+  });
+  return r;
+}
+
+Tensor conv(const Case& c, const Tensor& x, const Tensor& w) {
+  if (c.padding == "EXPLICIT") return conv2d(x, w, c.strides, c.pads, c.dilations);
+  return conv2d(x, w, c.strides, c.padding, c.dilations);
+}
+
+// The backprop ops take a padding string only; an explicit case goes through the gradient of
+// conv2d instead (which passes the node's explicit paddings on), so both are covered.
+Tensor backprop_input(const Case& c, const Tensor& w, const Tensor& dy) {
+  if (c.padding != "EXPLICIT")
+    return conv2d_backprop_input(c.x.to_vector(), w, dy, c.strides, c.padding, c.dilations);
+  Tensor x = zeros(c.x, w.dtype());
+  GradientTape tape;
+  tape.watch(x);
+  Tensor y = conv(c, x, w);
+  return tape.gradient(reduce_sum(mul(y, dy)), x);
+}
+
+Tensor backprop_filter(const Case& c, const Tensor& x, const Tensor& dy) {
+  if (c.padding != "EXPLICIT")
+    return conv2d_backprop_filter(x, c.w.to_vector(), dy, c.strides, c.padding, c.dilations);
+  Tensor w = zeros(c.w, x.dtype());
+  GradientTape tape;
+  tape.watch(w);
+  Tensor y = conv(c, x, w);
+  return tape.gradient(reduce_sum(mul(y, dy)), w);
+}
+
+void expect_near(const std::vector<double>& want, const Tensor& got_t, double tol, const std::string& what) {
+  const std::vector<double> got = cast(got_t, float64).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
+}
+
+struct Operands {
+  Tensor x, w, dy;
+};
+
+Operands operands(const Case& c, DType dtype, int64_t seed) {
+  // Drawn in float64 and cast, so every dtype sees the same values (rounded).
+  return {cast(random::uniform(c.x, -1, 1, seed, float64), dtype),
+          cast(random::uniform(c.w, -1, 1, seed + 1, float64), dtype),
+          cast(random::uniform(y_shape(c), -1, 1, seed + 2, float64), dtype)};
+}
+
+TEST(Conv2D, MatchesDirectLoopsInFloat64AndFloat32) {
+  int64_t seed = 10;
+  for (const Case& c : cases()) {
+    const Operands o = operands(c, float64, seed += 3);
+    const Refs r = direct(c, o.x.to_vector<double>(), o.w.to_vector<double>(), o.dy.to_vector<double>());
+    ASSERT_EQ(conv(c, o.x, o.w).shape(), y_shape(c)) << c.name;
+    expect_near(r.y, conv(c, o.x, o.w), 1e-12, c.name + ": conv2d float64");
+    expect_near(r.dx, backprop_input(c, o.w, o.dy), 1e-12, c.name + ": backprop input float64");
+    expect_near(r.dw, backprop_filter(c, o.x, o.dy), 1e-12, c.name + ": backprop filter float64");
+    // float32 (oneDNN where it has a real implementation) against the float64 loops.
+    const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
+    expect_near(r.y, conv(c, f.x, f.w), 1e-5, c.name + ": conv2d float32");
+    expect_near(r.dx, backprop_input(c, f.w, f.dy), 1e-5, c.name + ": backprop input float32");
+    expect_near(r.dw, backprop_filter(c, f.x, f.dy), 1e-5, c.name + ": backprop filter float32");
+  }
+}
+
+// Large enough for oneDNN's vectorised kernels (and weft's threaded GEMM) to take it.
+TEST(Conv2D, Float32OfALargerLayerMatchesFloat64) {
+  const Case c{"larger", {2, 12, 11, 16}, {3, 3, 16, 32}, {1, 1}, {1, 1}, "SAME"};
+  const Operands o = operands(c, float64, 3);
+  const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
+  expect_near(conv(c, o.x, o.w).to_vector<double>(), conv(c, f.x, f.w), 1e-4, "conv2d");
+  expect_near(backprop_input(c, o.w, o.dy).to_vector<double>(), backprop_input(c, f.w, f.dy), 1e-4, "input");
+  expect_near(backprop_filter(c, o.x, o.dy).to_vector<double>(), backprop_filter(c, f.x, f.dy), 1e-4, "filter");
+}
+
+TEST(Conv2D, GradientsByFiniteDifferences) {
+  using testing::expect_gradients_match;
+  int64_t seed = 100;
+  for (const Case& c : cases()) {
+    if (c.x.num_elements() > 100) continue;  // each element costs two evaluations; keep it quick
+    const Operands o = operands(c, float64, seed += 3);
+    expect_gradients_match([&](const std::vector<Tensor>& in) { return conv(c, in[0], in[1]); }, {o.x, o.w}, 1e-6,
+                           1e-6, c.name + ": conv2d");
+    if (c.padding == "EXPLICIT") continue;  // the backprop front-ends take a padding string
+    // The gradient's gradient: both backprop ops are differentiable in both inputs.
+    expect_gradients_match([&](const std::vector<Tensor>& in) { return backprop_input(c, in[0], in[1]); },
+                           {o.w, o.dy}, 1e-6, 1e-6, c.name + ": conv2d_backprop_input");
+    expect_gradients_match([&](const std::vector<Tensor>& in) { return backprop_filter(c, in[0], in[1]); },
+                           {o.x, o.dy}, 1e-6, 1e-6, c.name + ": conv2d_backprop_filter");
+  }
+}
+
+TEST(Conv2D, SecondOrderThroughNestedTapes) {
+  // d/dx of sum(d/dw sum(conv(x, w)^2)): differentiates Conv2DBackpropFilter, checked against
+  // finite differences of the inner gradient.
+  const Case& c = cases()[1];
+  const Operands o = operands(c, float64, 7);
+  testing::expect_gradients_match(
+      [&](const std::vector<Tensor>& in) {
+        GradientTape inner;
+        inner.watch(in[1]);
+        Tensor y = conv(c, in[0], in[1]);
+        return inner.gradient(reduce_sum(mul(y, y)), in[1]);
+      },
+      {o.x, o.w}, 1e-6, 1e-5, "second order");
+}
+
+TEST(Conv2D, EagerEqualsTraced) {
+  using eager_vs_traced::expect_traced_equals_eager;
+  for (const Case& c : {cases()[2], cases()[5], cases()[8]}) {
+    for (DType d : {float32, float64}) {
+      const Operands o = operands(c, d, 40);
+      const std::string what = c.name + " " + std::string(dtype_name(d));
+      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return conv(c, in[0], in[1]); }, {o.x, o.w},
+                                 "Conv2D", what + ": conv2d");
+      if (c.padding == "EXPLICIT") continue;
+      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return backprop_input(c, in[0], in[1]); },
+                                 {o.w, o.dy}, "Conv2DBackpropInput", what + ": backprop input");
+      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return backprop_filter(c, in[0], in[1]); },
+                                 {o.x, o.dy}, "Conv2DBackpropFilter", what + ": backprop filter");
+    }
+  }
+}
+
+// 16-bit dtypes compute through float32 and round once: the float32 result on the same (rounded)
+// inputs, rounded, within one 16-bit rounding.
+TEST(Conv2D, HalfDtypesMatchFloat32) {
+  const Case& c = cases()[1];
+  for (DType d : {float16, bfloat16}) {
+    const Operands o = operands(c, d, 60);
+    const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
+    const double tol = d == float16 ? 2e-3 : 1.6e-2;
+    const std::string what(dtype_name(d));
+    Tensor y = conv(c, o.x, o.w);
+    ASSERT_EQ(y.dtype(), d);
+    expect_near(cast(conv(c, f.x, f.w), float64).to_vector<double>(), y, tol, what + ": conv2d");
+    expect_near(cast(backprop_input(c, f.w, f.dy), float64).to_vector<double>(), backprop_input(c, o.w, o.dy), tol,
+                what + ": backprop input");
+    expect_near(cast(backprop_filter(c, f.x, f.dy), float64).to_vector<double>(), backprop_filter(c, o.x, o.dy), tol,
+                what + ": backprop filter");
+  }
+}
+
+TEST(Conv2D, SameBitsTwice) {
+  // oneDNN (float32) and the reference (float64) alike: bits depend on the problem and the thread
+  // count only, which are the same here (across thread counts oneDNN promises nothing).
+  const Case c{"repeat", {2, 10, 9, 8}, {3, 3, 8, 16}, {2, 1}, {1, 1}, "SAME"};
+  for (DType d : {float32, float64}) {
+    const Operands o = operands(c, d, 80);
+    eager_vs_traced::expect_same_bits(conv(c, o.x, o.w), conv(c, o.x, o.w), "conv2d");
+    eager_vs_traced::expect_same_bits(backprop_input(c, o.w, o.dy), backprop_input(c, o.w, o.dy), "input");
+    eager_vs_traced::expect_same_bits(backprop_filter(c, o.x, o.dy), backprop_filter(c, o.x, o.dy), "filter");
+  }
+}
+
+void expect_invalid(const std::function<void()>& f, const std::vector<std::string>& parts, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << what << ": no error";
+  } catch (const InvalidArgument& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << what << ": \"" << e.what() << "\" lacks " << p;
+  }
+}
+
+TEST(Conv2D, BadInputsAreInvalidArguments) {
+  const Tensor x = zeros({1, 5, 5, 3}), w = zeros({3, 3, 3, 2});
+  expect_invalid([&] { conv2d(zeros({5, 5, 3}), w); }, {"[conv2d]", "rank 4", "(5, 5, 3)"}, "rank");
+  expect_invalid([&] { conv2d(x, zeros({3, 3, 4, 2})); }, {"[conv2d]", "channels", "(1, 5, 5, 3)", "(3, 3, 4, 2)"},
+                 "channels");
+  expect_invalid([&] { conv2d(zeros({1, 2, 2, 3}), w); }, {"[conv2d]", "larger", "VALID", "(1, 2, 2, 3)"}, "window");
+  expect_invalid([&] { conv2d(x, w, {1, 1}, "FULL"); }, {"[conv2d]", "padding", "FULL"}, "padding");
+  expect_invalid([&] { conv2d(x, w, {0, 1}); }, {"[conv2d]", "strides", "{0, 1}"}, "stride");
+  expect_invalid([&] { conv2d(x, w, {1}); }, {"[conv2d]", "strides"}, "one stride");
+  expect_invalid([&] { conv2d(x, w, {1, 1}, "SAME", {1, -1}); }, {"[conv2d]", "dilations", "{1, -1}"}, "dilation");
+  expect_invalid([&] { conv2d(x, w, {1, 1}, ExplicitPadding{1, -1, 0, 0}); }, {"[conv2d]", "explicit_paddings"},
+                 "explicit");
+  expect_invalid([&] { conv2d(zeros({1, 5, 5, 3}, int32), zeros({3, 3, 3, 2}, int32)); }, {"[conv2d]", "int32"},
+                 "dtype");
+  expect_invalid([&] { conv2d(x, zeros({3, 3, 3, 2}, float64)); }, {"[conv2d]", "float64"}, "mixed dtypes");
+  expect_invalid([&] { conv2d_backprop_input({1, 5, 5, 3}, w, zeros({1, 4, 3, 2}), {1, 1}, "VALID"); },
+                 {"[conv2d_backprop_input]", "dy", "(1, 4, 3, 2)"}, "dy shape");
+  expect_invalid([&] { conv2d_backprop_input({1, 5, 5}, w, zeros({1, 3, 3, 2}), {1, 1}, "VALID"); },
+                 {"[conv2d_backprop_input]", "input_sizes"}, "input_sizes");
+  expect_invalid([&] { conv2d_backprop_filter(x, {3, 3, 3}, zeros({1, 3, 3, 2}), {1, 1}, "VALID"); },
+                 {"[conv2d_backprop_filter]", "filter_sizes"}, "filter_sizes");
+}
+
+TEST(Conv2D, UnknownBatchInInputSizesComesFromDy) {
+  const Tensor w = random::uniform({3, 3, 2, 4}, -1, 1, 5, float64), dy = random::uniform({3, 4, 4, 4}, -1, 1, 6, float64);
+  Tensor a = conv2d_backprop_input({-1, 6, 6, 2}, w, dy, {1, 1}, "VALID");
+  Tensor b = conv2d_backprop_input({3, 6, 6, 2}, w, dy, {1, 1}, "VALID");
+  EXPECT_EQ(a.shape(), (Shape{3, 6, 6, 2}));
+  eager_vs_traced::expect_same_bits(b, a, "batch from dy");
+}
+
+}  // namespace
+}  // namespace weft
