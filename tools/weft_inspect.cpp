@@ -39,7 +39,7 @@ std::string node_line(const GraphIR& g, const Node& n) {
   for (size_t i = 0; i < n.inputs.size(); ++i) line += (i ? ", " : "") + g.endpoint_name(n.inputs[i]);
   line += ")";
   for (const auto& [name, value] : n.attrs) line += " " + name + "=" + attr_text(value);
-  for (size_t i = 0; i < n.outputs.size(); ++i) line += (i ? ", " : " -> ") + spec(n.outputs[i]);
+  for (size_t i = 0; i < n.outputs.size(); ++i) line += (i ? ", " : " -> ") + TensorSpec{n.outputs[i].dtype, n.outputs[i].shape}.to_string();
   return line;
 }
 
