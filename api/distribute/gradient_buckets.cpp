@@ -66,10 +66,16 @@ std::vector<Tensor> GradientAllReducer::all_reduce_gradients(const std::vector<T
 std::vector<Tensor> GradientAllReducer::all_reduce(const std::vector<Tensor>& xs, Reduction reduction,
                                                    const std::source_location& loc) {
   if (xs.empty()) return {};
+  auto weight_in = [&](DType dtype) { return dtype == weight_.dtype() ? weight_ : cast(weight_, dtype, loc); };
   std::vector<Tensor> in = xs;
-  if (reduction == Reduction::kBatchWeightedMean)
-    for (Tensor& x : in) x = mul(x, x.dtype() == weight_.dtype() ? weight_ : cast(weight_, x.dtype(), loc), loc);
-  return collective::all_reduce(in, group_, /*member=*/0, next_instance_++, "sum", loc);
+  if (reduction != Reduction::kSum)
+    for (Tensor& x : in) x = mul(x, weight_in(x.dtype()), loc);
+  std::vector<Tensor> out = collective::all_reduce(in, group_, /*member=*/0, next_instance_++, "sum", loc);
+  if (reduction == Reduction::kGradientOfSum)
+    // A replica without rows (weight 0) has its gradients scaled by 0 afterwards: any finite
+    // value does here.
+    for (Tensor& y : out) y = div(y, maximum(weight_in(y.dtype()), 1e-30, loc), loc);
+  return out;
 }
 
 }  // namespace weft::distribute

@@ -27,7 +27,7 @@ std::vector<Tensor> all_reduce_grad(const GradContext& g) {
     throw Unimplemented("[collective_all_reduce] its gradient is taken inside a data-parallel step only (the step's "
                         "replica context makes the gradient's all-reduce)");
   std::vector<Tensor> grads(g.output_grads.begin(), g.output_grads.end());
-  return replicas->all_reduce(grads, ReplicaContext::Reduction::kSum, std::source_location::current());
+  return replicas->all_reduce(grads, ReplicaContext::Reduction::kGradientOfSum, std::source_location::current());
 }
 
 }  // namespace

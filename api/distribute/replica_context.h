@@ -24,11 +24,15 @@ class ReplicaContext {
   virtual std::vector<Tensor> all_reduce_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                                    const std::source_location& loc) = 0;
   // One all-reduce of `xs` over the replicas (a new instance of the step's group):
-  // kSum adds them; kBatchWeightedMean averages them, each replica weighted by its share of the
-  // global batch (batch normalisation's moving statistics, so that every replica keeps the same).
-  // The sum is differentiable (the gradient of a sum over replicas is the sum of the gradients:
-  // another all-reduce, made when the tape takes it), which SyncBatchNormalization needs.
-  enum class Reduction { kSum, kBatchWeightedMean };
+  // kSum adds them. kBatchWeightedMean averages them, each replica weighted by its share w_r of
+  // the global batch (batch normalisation's moving statistics, so every replica keeps the same).
+  // kGradientOfSum is the gradient of a kSum taken in a replica's trace: a replica's tape
+  // differentiates its own loss, whose gradients all_reduce_gradients later scales by w_r, while
+  // the step's loss is sum_r w_r loss_r; so replica r gets (sum_r' w_r' g_r') / w_r, which the
+  // scaling turns into the global loss's gradient (it is the plain sum when shards are even).
+  // kSum is differentiable through it (registered by register_replica_gradients below), which
+  // SyncBatchNormalization needs.
+  enum class Reduction { kSum, kBatchWeightedMean, kGradientOfSum };
   virtual std::vector<Tensor> all_reduce(const std::vector<Tensor>& xs, Reduction reduction,
                                          const std::source_location& loc) = 0;
 };

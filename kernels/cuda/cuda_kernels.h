@@ -21,6 +21,7 @@ void register_reduce_kernels();   // reduce.cu: Sum Mean Max Min ArgMax
 void register_softmax_kernels();  // softmax.cu: Softmax LogSoftmax SparseSoftmaxCrossEntropyWithLogits
 void register_fused_kernels();    // fused.cu: FusedElementwise
 void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broadcast/AllGather through NCCL
+void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter (cuDNN)
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 void register_normalization_kernels();  // normalization.cu: FusedBatchNorm FusedBatchNormGrad
 

@@ -3,10 +3,6 @@
 
 namespace weft::cuda {
 
-// conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter through cuDNN. Declared here rather
-// than in cuda_kernels.h for now: every .cu includes that header, and changing it rebuilds them.
-void register_conv_kernels();
-
 void register_cuda_kernels() {
   register_unary_kernels();
   register_binary_kernels();

@@ -87,15 +87,19 @@ TEST(FourCpusDataParallel, SyncBatchNormTrainsLikeOneProcess) {
   auto dp_step = dp.function([&](Tensor x, Tensor y) { return train_step(parallel, opt_p, x, y); });
   auto one_step = function([&](Tensor x, Tensor y) { return train_step(single, opt_s, x, y); },
                            FunctionOptions{.relax_shapes = true});
+  // The first step checks the gradient through the all-reduces tightly (the update it makes
+  // would be off by far more without the backward all-reduce); later steps drift apart by
+  // rounding alone (sums of squares against the fused op's two passes), compared more loosely.
   for (int i = 0; i < 4; ++i) {
     auto [x, y] = batch(21 + i, 40 + i);
+    const float tol = i == 0 ? 1e-4f : 3e-3f;
     const float lp = dp_step(x, y).item<float>();
     const float ls = one_step(x, y).item<float>();
-    ASSERT_NEAR(lp, ls, 1e-4f * std::max(1.f, std::abs(ls))) << "step " << i;
+    ASSERT_NEAR(lp, ls, tol * std::max(1.f, std::abs(ls))) << "step " << i;
+    auto vp = parallel.variables(), vs = single.variables();
+    ASSERT_EQ(vp.size(), vs.size());
+    for (size_t k = 0; k < vp.size(); ++k) expect_near(vp[k], vs[k], tol, vp[k].name() + " step " + std::to_string(i));
   }
-  auto vp = parallel.variables(), vs = single.variables();
-  ASSERT_EQ(vp.size(), vs.size());
-  for (size_t i = 0; i < vp.size(); ++i) expect_near(vp[i], vs[i], 2e-4f, vp[i].name());
   // Every replica holds the same moving statistics.
   for (const Variable& v : {sync_bn.moving_mean(), sync_bn.moving_variance()}) {
     const std::vector<Tensor> values = dp.replica_values(v);
