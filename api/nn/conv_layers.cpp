@@ -79,20 +79,6 @@ class Conv2DImpl final : public ModuleImpl {
     return o_.activation ? activate(o_.activation, y, loc) : y;
   }
 
-  std::vector<Variable> variables() const override {
-    std::vector<Variable> v;
-    if (kernel_.defined()) v.push_back(kernel_);
-    if (bias_.defined()) v.push_back(bias_);
-    return v;
-  }
-
-  NamedVariables named_variables() const override {
-    NamedVariables v;
-    if (kernel_.defined()) v.emplace_back("kernel", kernel_);
-    if (bias_.defined()) v.emplace_back("bias", bias_);
-    return v;
-  }
-
   Variable kernel_, bias_;
 
  private:
@@ -103,11 +89,10 @@ class Conv2DImpl final : public ModuleImpl {
     // Glorot uniform over the receptive field, as Keras: fan_in = kh*kw*in, fan_out = kh*kw*filters.
     const int64_t area = kernel_size_[0] * kernel_size_[1];
     const double limit = std::sqrt(6.0 / static_cast<double>(area * in + area * filters_));
-    kernel_ = Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, filters_}, -limit, limit, -1, dtype, loc),
-                       name() + "/kernel", true, loc);
-    if (o_.use_bias) bias_ = Variable(zeros({filters_}, dtype, loc), name() + "/bias", true, loc);
-    variable_built("kernel", kernel_);
-    if (o_.use_bias) variable_built("bias", bias_);
+    kernel_ = register_variable(
+        "kernel", Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, filters_}, -limit, limit, -1, dtype, loc),
+                           name() + "/kernel", true, loc));
+    if (o_.use_bias) bias_ = register_variable("bias", Variable(zeros({filters_}, dtype, loc), name() + "/bias", true, loc));
   }
 
   int64_t filters_;
@@ -189,21 +174,6 @@ class BatchNormImpl final : public ModuleImpl {
     return r.y;
   }
 
-  std::vector<Variable> variables() const override {
-    std::vector<Variable> v;
-    for (auto& [path, var] : named_variables()) v.push_back(var);
-    return v;
-  }
-
-  NamedVariables named_variables() const override {
-    NamedVariables v;
-    if (gamma_.defined()) v.emplace_back("gamma", gamma_);
-    if (beta_.defined()) v.emplace_back("beta", beta_);
-    if (moving_mean_.defined()) v.emplace_back("moving_mean", moving_mean_);
-    if (moving_variance_.defined()) v.emplace_back("moving_variance", moving_variance_);
-    return v;
-  }
-
   Variable gamma_, beta_, moving_mean_, moving_variance_;
 
  private:
@@ -255,11 +225,12 @@ class BatchNormImpl final : public ModuleImpl {
                             std::string(dtype_name(dtype)) + called_at(loc));
     // Half-precision inputs keep float32 statistics, as fused_batch_norm requires.
     param_dtype_ = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
-    if (o_.scale) gamma_ = Variable(ones({c}, param_dtype_, loc), name() + "/gamma", true, loc);
-    if (o_.center) beta_ = Variable(zeros({c}, param_dtype_, loc), name() + "/beta", true, loc);
-    moving_mean_ = Variable(zeros({c}, param_dtype_, loc), name() + "/moving_mean", false, loc);
-    moving_variance_ = Variable(ones({c}, param_dtype_, loc), name() + "/moving_variance", false, loc);
-    for (auto& [path, var] : named_variables()) variable_built(path, var);
+    if (o_.scale) gamma_ = register_variable("gamma", Variable(ones({c}, param_dtype_, loc), name() + "/gamma", true, loc));
+    if (o_.center) beta_ = register_variable("beta", Variable(zeros({c}, param_dtype_, loc), name() + "/beta", true, loc));
+    moving_mean_ =
+        register_variable("moving_mean", Variable(zeros({c}, param_dtype_, loc), name() + "/moving_mean", false, loc));
+    moving_variance_ = register_variable(
+        "moving_variance", Variable(ones({c}, param_dtype_, loc), name() + "/moving_variance", false, loc));
   }
 
   BatchNormOptions o_;

@@ -74,20 +74,6 @@ class DenseImpl final : public ModuleImpl {
     return activation_ ? activate(activation_, y, loc) : y;
   }
 
-  std::vector<Variable> variables() const override {
-    std::vector<Variable> v;
-    if (kernel_.defined()) v.push_back(kernel_);
-    if (bias_.defined()) v.push_back(bias_);
-    return v;
-  }
-
-  NamedVariables named_variables() const override {
-    NamedVariables v;
-    if (kernel_.defined()) v.emplace_back("kernel", kernel_);
-    if (bias_.defined()) v.emplace_back("bias", bias_);
-    return v;
-  }
-
   Variable kernel_, bias_;
 
  private:
@@ -96,10 +82,9 @@ class DenseImpl final : public ModuleImpl {
       throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " +
                             std::string(dtype_name(dtype)) + called_at(loc));
     double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
-    kernel_ = Variable(random::uniform({in, units_}, -limit, limit, -1, dtype, loc), name() + "/kernel", true, loc);
-    if (use_bias_) bias_ = Variable(zeros({units_}, dtype, loc), name() + "/bias", true, loc);
-    variable_built("kernel", kernel_);
-    if (use_bias_) variable_built("bias", bias_);
+    kernel_ = register_variable(
+        "kernel", Variable(random::uniform({in, units_}, -limit, limit, -1, dtype, loc), name() + "/kernel", true, loc));
+    if (use_bias_) bias_ = register_variable("bias", Variable(zeros({units_}, dtype, loc), name() + "/bias", true, loc));
   }
 
   int64_t units_;
