@@ -5,7 +5,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/conv_params.h"
+#include "kernels/conv_kernel_params.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/conv_reference.h"
 #include "kernels/cpu/via_float32.h"
@@ -15,17 +15,6 @@
 namespace weft::cpu {
 
 namespace {
-
-// The definitions validated the attributes and shapes; the kernels only read them.
-ConvParams params_of(const KernelContext& ctx, const Shape& x, const Shape& filter) {
-  ConvWindow win;
-  std::string why;
-  if (!read_conv_window(ctx.attrs, &win, &why)) ctx.fail(why);
-  ConvParams p;
-  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[3], &p))
-    ctx.fail("the filter " + filter.to_string() + " does not fit the input " + x.to_string());
-  return p;
-}
 
 template <class T>
 const T* in(const KernelContext& ctx, int i) {
@@ -38,7 +27,7 @@ T* out(const KernelContext& ctx) {
 
 template <class T>
 void conv2d_kernel(KernelContext& ctx) {
-  const ConvParams p = params_of(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
   }
@@ -47,7 +36,7 @@ void conv2d_kernel(KernelContext& ctx) {
 
 template <class T>
 void backprop_input_kernel(KernelContext& ctx) {
-  const ConvParams p = params_of(ctx, ctx.output(0).shape(), ctx.input(0).shape());
+  const ConvParams p = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d_backprop_input(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
   }
@@ -56,7 +45,7 @@ void backprop_input_kernel(KernelContext& ctx) {
 
 template <class T>
 void backprop_filter_kernel(KernelContext& ctx) {
-  const ConvParams p = params_of(ctx, ctx.input(0).shape(), ctx.output(0).shape());
+  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.output(0).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d_backprop_filter(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
   }

@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/conv_params.h"
+#include "kernels/conv_kernel_params.h"
 #include "kernels/cuda/conv_layout.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_check.h"
@@ -287,15 +287,6 @@ struct Problem {
   }
 };
 
-ConvParams params_of(const KernelContext& ctx, const Shape& x, const Shape& filter) {
-  ConvWindow win;
-  std::string why;
-  if (!read_conv_window(ctx.attrs, &win, &why)) ctx.fail(why);
-  ConvParams p;
-  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[3], &p))
-    ctx.fail("the filter " + filter.to_string() + " does not fit the input " + x.to_string());
-  return p;
-}
 
 // Empty problems, which cuDNN's descriptors refuse: true when the output is settled (nothing to
 // write, or zeros, the sum over nothing).
@@ -309,7 +300,7 @@ bool settled_if_empty(const KernelContext& ctx, CudaContext& cu, const ConvParam
 
 void conv2d(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = params_of(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const ConvParams params = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kForward);
@@ -329,7 +320,7 @@ void conv2d(KernelContext& ctx) {
 
 void backprop_input(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = params_of(ctx, ctx.output(0).shape(), ctx.input(0).shape());
+  const ConvParams params = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kBackwardData);
@@ -350,7 +341,7 @@ void backprop_input(KernelContext& ctx) {
 
 void backprop_filter(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = params_of(ctx, ctx.input(0).shape(), ctx.output(0).shape());
+  const ConvParams params = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.output(0).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kBackwardFilter);

@@ -1,0 +1,24 @@
+// A convolution kernel's problem, read from its node's attributes and the shapes it runs on: the
+// one reading the CPU's and CUDA's kernels share. The definitions validated both, so a failure
+// here means a graph that bypassed them (a kernel error naming the shapes, never a crash).
+#pragma once
+
+#include <string>
+
+#include "kernels/conv_params.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft {
+
+// x [n, h, w, c] and filter [kh, kw, c, f].
+inline ConvParams conv_kernel_params(const KernelContext& ctx, const Shape& x, const Shape& filter) {
+  ConvWindow win;
+  std::string why;
+  if (!read_conv_window(ctx.attrs, &win, &why)) ctx.fail(why);
+  ConvParams p;
+  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[3], &p))
+    ctx.fail("the filter " + filter.to_string() + " does not fit the input " + x.to_string());
+  return p;
+}
+
+}  // namespace weft
