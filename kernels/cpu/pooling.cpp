@@ -19,7 +19,7 @@
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/via_float32.h"
-#include "kernels/pooling_window.h"
+#include "kernels/pooling_kernel_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -28,12 +28,6 @@ namespace weft::cpu {
 namespace {
 
 // The geometry of the node from x's (or, for AvgPoolGrad, input_sizes') concrete shape.
-PoolGeometry geometry(KernelContext& c, const std::vector<int64_t>& nhwc) {
-  PoolGeometry g;
-  std::string error;
-  if (!pool_geometry(c.attrs, nhwc, &g, &error)) c.fail(error);
-  return g;
-}
 
 // The rows and columns of the input that the window of output (oh, ow) covers, clipped to it.
 struct Window {
@@ -72,7 +66,7 @@ void argmax_window(const PoolGeometry& g, const T* img, int64_t oh, int64_t ow, 
 
 template <class T>
 void max_pool_kernel(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const T* x = c.input(0).data<T>();
   T* y = c.output(0).data<T>();
   if (c.output(0).size() == 0) return;
@@ -91,7 +85,7 @@ void max_pool_kernel(KernelContext& c) {
 
 template <class T>
 void avg_pool_kernel(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const T* x = c.input(0).data<T>();
   T* y = c.output(0).data<T>();
   if (c.output(0).size() == 0) return;
@@ -118,7 +112,7 @@ void avg_pool_kernel(KernelContext& c) {
 // MaxPoolGrad(x, y, dy): each window's dy added to its first maximum.
 template <class T>
 void max_pool_grad_kernel(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const T* x = c.input(0).data<T>();
   const T* dy = c.input(2).data<T>();
   T* dx = c.output(0).data<T>();
@@ -143,7 +137,7 @@ void max_pool_grad_kernel(KernelContext& c) {
 // (MaxPoolGrad is linear in dy, and this is its transpose).
 template <class T>
 void max_pool_grad_grad_kernel(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const T* x = c.input(0).data<T>();
   const T* ddx = c.input(2).data<T>();
   T* ddy = c.output(0).data<T>();
@@ -167,18 +161,7 @@ void max_pool_grad_grad_kernel(KernelContext& c) {
 // AvgPoolGrad(dy): each window's dy, divided by its valid cells, added to each of them.
 template <class T>
 void avg_pool_grad_kernel(KernelContext& c) {
-  std::vector<int64_t> sizes = c.attrs.get<std::vector<int64_t>>("input_sizes");
-  const Shape& dy_shape = c.input(0).shape();
-  if (c.inputs.size() == 2 && sizes.size() == 4 && c.input(1).shape().rank() == 4)  // x, for unknown sizes
-    for (size_t i = 0; i < 4; ++i)
-      if (sizes[i] < 0) sizes[i] = c.input(1).shape()[static_cast<int64_t>(i)];
-  if (sizes.size() == 4 && sizes[0] < 0) sizes[0] = dy_shape[0];
-  if (sizes.size() == 4 && sizes[3] < 0) sizes[3] = dy_shape[3];
-  for (int64_t s : sizes)
-    if (s < 0) c.fail("input_sizes " + pool_int_list(sizes) + " must be known when the gradient runs");
-  const PoolGeometry g = geometry(c, sizes);
-  if (g.out_h != dy_shape[1] || g.out_w != dy_shape[2] || g.n != dy_shape[0] || g.c != dy_shape[3])
-    c.fail("the gradient dy " + dy_shape.to_string() + " does not match input_sizes " + pool_int_list(sizes));
+  const PoolGeometry g = avg_pool_grad_geometry(c);
   const T* dy = c.input(0).data<T>();
   T* dx = c.output(0).data<T>();
   const int64_t image = g.h * g.w * g.c, pooled = g.out_h * g.out_w * g.c;

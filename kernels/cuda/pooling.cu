@@ -16,7 +16,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/elementwise_geometry.h"
-#include "kernels/pooling_window.h"
+#include "kernels/pooling_kernel_geometry.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
 
@@ -137,12 +137,6 @@ __global__ void pool_grad_kernel(PoolGeometry g, const T* x, const T* dy, T* dx,
   }
 }
 
-PoolGeometry geometry(KernelContext& c, const std::vector<int64_t>& nhwc) {
-  PoolGeometry g;
-  std::string error;
-  if (!pool_geometry(c.attrs, nhwc, &g, &error)) c.fail(error);
-  return g;
-}
 
 template <class T>
 const T* in_data(const KernelContext& c, int i) {
@@ -155,7 +149,7 @@ T* out_data(const KernelContext& c) {
 
 template <class T>
 void max_pool(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const int64_t n = c.output(0).size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(c);
@@ -166,7 +160,7 @@ void max_pool(KernelContext& c) {
 
 template <class T>
 void avg_pool(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const int64_t n = c.output(0).size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(c);
@@ -177,7 +171,7 @@ void avg_pool(KernelContext& c) {
 
 template <class T>
 void max_pool_grad_grad(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const int64_t n = c.output(0).size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(c);
@@ -189,7 +183,7 @@ void max_pool_grad_grad(KernelContext& c) {
 
 template <class T>
 void max_pool_grad(KernelContext& c) {
-  const PoolGeometry g = geometry(c, c.input(0).shape().to_vector());
+  const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const int64_t n = c.output(0).size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(c);
@@ -201,18 +195,7 @@ void max_pool_grad(KernelContext& c) {
 
 template <class T>
 void avg_pool_grad(KernelContext& c) {
-  std::vector<int64_t> sizes = c.attrs.get<std::vector<int64_t>>("input_sizes");
-  const Shape& dy_shape = c.input(0).shape();
-  if (c.inputs.size() == 2 && sizes.size() == 4 && c.input(1).shape().rank() == 4)  // x, for unknown sizes
-    for (size_t i = 0; i < 4; ++i)
-      if (sizes[i] < 0) sizes[i] = c.input(1).shape()[static_cast<int64_t>(i)];
-  if (sizes.size() == 4 && sizes[0] < 0) sizes[0] = dy_shape[0];
-  if (sizes.size() == 4 && sizes[3] < 0) sizes[3] = dy_shape[3];
-  for (int64_t s : sizes)
-    if (s < 0) c.fail("input_sizes " + pool_int_list(sizes) + " must be known when the gradient runs");
-  const PoolGeometry g = geometry(c, sizes);
-  if (g.out_h != dy_shape[1] || g.out_w != dy_shape[2] || g.n != dy_shape[0] || g.c != dy_shape[3])
-    c.fail("the gradient dy " + dy_shape.to_string() + " does not match input_sizes " + pool_int_list(sizes));
+  const PoolGeometry g = avg_pool_grad_geometry(c);
   const int64_t n = c.output(0).size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(c);
