@@ -8,7 +8,10 @@
 // program sets it from the CPU's features (SkylakeX with AVX-512, else Haswell with AVX2) and runs
 // itself again, so that every peer (and the GEMM row) runs OpenBLAS's tuned kernels.
 //
-//   bench_convnets [--quick]
+//   bench_convnets [--quick] [--profile DIR]
+//
+// --profile DIR also writes the timeline of three traced steps of each network to
+// DIR/lenet5.json and DIR/resnet20.json (open them in ui.perfetto.dev).
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,8 +39,10 @@ struct StepTimes {
   double eager = 0, traced = 0, torch = 0, tf = 0;
 };
 
+std::string profile_dir;  // --profile: where the traced steps' timelines go
+
 template <class Body>
-StepTimes time_weft(Body body, Tensor x, Tensor y, int calls) {
+StepTimes time_weft(Body body, Tensor x, Tensor y, int calls, const std::string& name) {
   StepTimes t;
   auto traced = function([&](Tensor xb, Tensor yb) { return body(xb, yb); });
   auto eager = [&] { (void)body(x, y).template item<float>(); };
@@ -45,6 +50,11 @@ StepTimes time_weft(Body body, Tensor x, Tensor y, int calls) {
   auto [e, g] = bench::seconds_per_call_paired(eager, graph, calls, 3);
   t.eager = e;
   t.traced = g;
+  if (!profile_dir.empty()) {
+    profiler::start();
+    for (int i = 0; i < 3; ++i) graph();
+    profiler::stop(profile_dir + "/" + name + ".json");
+  }
   return t;
 }
 
@@ -61,7 +71,7 @@ StepTimes lenet(int64_t batch, int calls) {
   };
   Tensor x = random::normal({batch, 28, 28, 1}, 0, 1, 2);
   Tensor y = cast(random::uniform({batch}, 0, 10, 3), int32);
-  StepTimes t = time_weft(body, x, y, calls);
+  StepTimes t = time_weft(body, x, y, calls, "lenet5");
 #ifdef WEFT_HAVE_TORCH
   torch::manual_seed(0);
   auto net = bench::torch_peer::lenet5();
@@ -92,7 +102,7 @@ StepTimes resnet20(int64_t batch, int calls) {
   };
   Tensor x = random::normal({batch, 32, 32, 3}, 0, 1, 2);
   Tensor y = cast(random::uniform({batch}, 0, 10, 3), int32);
-  StepTimes t = time_weft(body, x, y, calls);
+  StepTimes t = time_weft(body, x, y, calls, "resnet20");
 #ifdef WEFT_HAVE_TORCH
   torch::manual_seed(0);
   bench::torch_peer::ResNet20 net;
@@ -161,7 +171,18 @@ int main(int argc, char** argv) {
     setenv("OPENBLAS_CORETYPE", cpu_has_avx512() ? "SkylakeX" : "Haswell", 1);
     execv("/proc/self/exe", argv);  // OpenBLAS reads it when it loads; on failure go on untuned
   }
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--profile" && i + 1 < argc) {
+      profile_dir = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_convnets [--quick] [--profile DIR]\n");
+      return 2;
+    }
+  }
   const int cores = host_topology().physical_cores;
 #ifdef WEFT_HAVE_TORCH
   torch::set_num_threads(cores);
