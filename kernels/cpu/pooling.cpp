@@ -1,9 +1,9 @@
 // CPU kernels of the pooling ops (kernels/defs/pooling.cpp), NHWC.
 //
 // oneDNN would be the library of choice for float32 pooling; for this round the kernels are plain
-// loops, written so the compiler vectorises them: channels are innermost and contiguous, so every
-// window cell is one unit-stride pass over C values, and the per-channel running max / sum /
-// argmax live in small arrays of C. The forward ops and MaxPoolGradGrad write each output row
+// loops: channels are innermost and contiguous, so every window cell is one unit-stride pass over
+// C values, and an output row's running max / sum / argmax live in arrays of [out_w, C]. The
+// forward ops and MaxPoolGradGrad write each output row
 // [out_w, C] once and run in parallel over (image, output row). The two gradients scatter into
 // overlapping input cells, so they run in parallel over images only, each image's dx owned by one
 // task (no atomics, and the sums' order does not depend on the thread count).
@@ -27,15 +27,50 @@ namespace weft::cpu {
 
 namespace {
 
-// The geometry of the node from x's (or, for AvgPoolGrad, input_sizes') concrete shape.
+// Every kernel walks one output row (image, oh) at a time, window cell by window cell in window
+// order (row by row, left to right): for cell (h, j), the output columns whose window holds input
+// column ow*sw - pad_left + j are one range, so the inner loops run over [ow, C] with no
+// per-pixel bookkeeping. (Walking pixel by pixel, a window's geometry and its running state were
+// set up per output pixel, which cost more than the comparisons for a network's few channels.)
 
-// The rows and columns of the input that the window of output (oh, ow) covers, clipped to it.
-struct Window {
-  int64_t h0, h1, w0, w1;  // [h0, h1) x [w0, w1)
+// The input rows [h0, h1) that output row oh's windows cover.
+struct Rows {
+  int64_t h0, h1;
 };
-inline Window window_at(const PoolGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t hs = oh * g.sh - g.pad_top, ws = ow * g.sw - g.pad_left;
-  return {std::max<int64_t>(hs, 0), std::min(hs + g.kh, g.h), std::max<int64_t>(ws, 0), std::min(ws + g.kw, g.w)};
+inline Rows rows_of(const PoolGeometry& g, int64_t oh) {
+  const int64_t hs = oh * g.sh - g.pad_top;
+  return {std::max<int64_t>(hs, 0), std::min(hs + g.kh, g.h)};
+}
+
+// The output columns [lo, hi) whose window holds input column ow*sw - pad_left + j.
+struct Columns {
+  int64_t lo, hi;
+};
+inline Columns columns_reading(const PoolGeometry& g, int64_t j) {
+  const int64_t first = g.pad_left - j;         // ow*sw >= first
+  const int64_t last = g.w - 1 + g.pad_left - j;  // ow*sw <= last
+  const int64_t hi = last < 0 ? 0 : std::min(g.out_w, last / g.sw + 1);
+  const int64_t lo = first <= 0 ? 0 : (first + g.sw - 1) / g.sw;
+  return {std::min(lo, hi), hi};
+}
+
+// The number of input columns output column ow's window covers.
+inline int64_t valid_columns(const PoolGeometry& g, int64_t ow) {
+  const int64_t ws = ow * g.sw - g.pad_left;
+  return std::min(ws + g.kw, g.w) - std::max<int64_t>(ws, 0);
+}
+
+// Calls visit(offset of input cell (h, ow*sw - pad_left + j) in the image, ow) for every cell of
+// every window of output row oh, in window order per output.
+template <class Visit>
+inline void for_each_cell(const PoolGeometry& g, int64_t oh, Visit visit) {
+  const Rows r = rows_of(g, oh);
+  const int64_t width = g.w, channels = g.c, sw = g.sw, pad_left = g.pad_left;
+  for (int64_t h = r.h0; h < r.h1; ++h)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const Columns cols = columns_reading(g, j);
+      for (int64_t ow = cols.lo; ow < cols.hi; ++ow) visit((h * width + ow * sw - pad_left + j) * channels, ow);
+    }
 }
 
 // Rows of output (image, output row) per task: about kCheapGrain window cells of work each.
@@ -44,24 +79,28 @@ int64_t row_grain(const PoolGeometry& g) {
   return std::max<int64_t>(1, kCheapGrain / per_row);
 }
 
-// For every channel of output (oh, ow) of image `img`: the first maximal cell's offset into the
-// image (in elements, channel 0) into arg, and its value into best.
-template <class T>
-void argmax_window(const PoolGeometry& g, const T* img, int64_t oh, int64_t ow, T* best, int64_t* arg) {
-  const Window win = window_at(g, oh, ow);
-  const int64_t first = (win.h0 * g.w + win.w0) * g.c;
-  std::copy(img + first, img + first + g.c, best);
-  std::fill(arg, arg + g.c, first);
-  for (int64_t h = win.h0; h < win.h1; ++h)
-    for (int64_t w = win.w0; w < win.w1; ++w) {
-      const int64_t at = (h * g.w + w) * g.c;
-      const T* v = img + at;
-      for (int64_t ch = 0; ch < g.c; ++ch) {
-        const bool take = takes_max(v[ch], best[ch]) && best[ch] == best[ch];  // NaN sticks at the first
-        best[ch] = take ? v[ch] : best[ch];
-        arg[ch] = take ? at : arg[ch];
-      }
+// For output row oh of image `img`: each window's first maximum per channel into best [out_w, C]
+// and, kWithArg, its cell's offset into the image (of channel 0) into arg [out_w, C].
+template <class T, bool kWithArg>
+void max_row(const PoolGeometry& g, const T* img, int64_t oh, T* best, int64_t* arg) {
+  // Locals, not g's fields: stores through arg (int64_t) could alias them and keep the compiler
+  // from holding them in registers.
+  const int64_t channels = g.c, h0 = rows_of(g, oh).h0;
+  for (int64_t ow = 0; ow < g.out_w; ++ow) {  // each window starts from its first cell
+    const int64_t at = (h0 * g.w + std::max<int64_t>(ow * g.sw - g.pad_left, 0)) * channels;
+    std::copy(img + at, img + at + channels, best + ow * channels);
+    if constexpr (kWithArg) std::fill(arg + ow * channels, arg + (ow + 1) * channels, at);
+  }
+  for_each_cell(g, oh, [=](int64_t at, int64_t ow) {
+    const T* __restrict v = img + at;
+    T* __restrict b = best + ow * channels;
+    [[maybe_unused]] int64_t* __restrict a = kWithArg ? arg + ow * channels : nullptr;
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const bool take = takes_max(v[ch], b[ch]) && b[ch] == b[ch];  // NaN sticks at the first
+      b[ch] = take ? v[ch] : b[ch];
+      if constexpr (kWithArg) a[ch] = take ? at : a[ch];
     }
+  });
 }
 
 template <class T>
@@ -71,15 +110,8 @@ void max_pool_kernel(KernelContext& c) {
   T* y = c.output(0).data<T>();
   if (c.output(0).size() == 0) return;
   c.pool().parallel_for(g.n * g.out_h, row_grain(g), [&](int64_t begin, int64_t end) {
-    std::vector<T> best(static_cast<size_t>(g.c));
-    std::vector<int64_t> arg(static_cast<size_t>(g.c));
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t img = r / g.out_h, oh = r % g.out_h;
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        argmax_window(g, x + img * g.h * g.w * g.c, oh, ow, best.data(), arg.data());
-        std::copy(best.begin(), best.end(), y + ((img * g.out_h + oh) * g.out_w + ow) * g.c);
-      }
-    }
+    for (int64_t r = begin; r < end; ++r)
+      max_row<T, false>(g, x + (r / g.out_h) * g.h * g.w * g.c, r % g.out_h, y + r * g.out_w * g.c, nullptr);
   });
 }
 
@@ -91,19 +123,18 @@ void avg_pool_kernel(KernelContext& c) {
   if (c.output(0).size() == 0) return;
   c.pool().parallel_for(g.n * g.out_h, row_grain(g), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t img = r / g.out_h, oh = r % g.out_h;
-      const T* in = x + img * g.h * g.w * g.c;
+      const int64_t oh = r % g.out_h;
+      const T* in = x + (r / g.out_h) * g.h * g.w * g.c;
+      T* out = y + r * g.out_w * g.c;
+      std::fill(out, out + g.out_w * g.c, T(0));
+      for_each_cell(g, oh, [&](int64_t at, int64_t ow) {
+        T* o = out + ow * g.c;
+        for (int64_t ch = 0; ch < g.c; ++ch) o[ch] += in[at + ch];
+      });
+      const Rows rows = rows_of(g, oh);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        T* out = y + ((img * g.out_h + oh) * g.out_w + ow) * g.c;
-        std::fill(out, out + g.c, T(0));
-        const Window win = window_at(g, oh, ow);
-        for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) {
-            const T* v = in + (h * g.w + w) * g.c;
-            for (int64_t ch = 0; ch < g.c; ++ch) out[ch] += v[ch];
-          }
-        const T inv = T(1) / static_cast<T>((win.h1 - win.h0) * (win.w1 - win.w0));  // the valid cells only
-        for (int64_t ch = 0; ch < g.c; ++ch) out[ch] *= inv;
+        const T inv = T(1) / static_cast<T>((rows.h1 - rows.h0) * valid_columns(g, ow));  // the valid cells only
+        for (int64_t ch = 0; ch < g.c; ++ch) out[ow * g.c + ch] *= inv;
       }
     }
   });
@@ -120,16 +151,16 @@ void max_pool_grad_kernel(KernelContext& c) {
   std::fill(dx, dx + c.output(0).size(), T(0));
   if (c.input(2).size() == 0) return;
   c.pool().parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> best(static_cast<size_t>(g.c));
-    std::vector<int64_t> arg(static_cast<size_t>(g.c));
+    std::vector<T> best(static_cast<size_t>(g.out_w * g.c));
+    std::vector<int64_t> arg(best.size());
     for (int64_t img = begin; img < end; ++img)
-      for (int64_t oh = 0; oh < g.out_h; ++oh)
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          argmax_window(g, x + img * image, oh, ow, best.data(), arg.data());
-          const T* d = dy + img * pooled + (oh * g.out_w + ow) * g.c;
-          T* out = dx + img * image;
-          for (int64_t ch = 0; ch < g.c; ++ch) out[arg[ch] + ch] += d[ch];
-        }
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        max_row<T, true>(g, x + img * image, oh, best.data(), arg.data());
+        const T* d = dy + img * pooled + oh * g.out_w * g.c;
+        T* out = dx + img * image;
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          for (int64_t ch = 0; ch < g.c; ++ch) out[arg[ow * g.c + ch] + ch] += d[ow * g.c + ch];
+      }
   });
 }
 
@@ -144,16 +175,15 @@ void max_pool_grad_grad_kernel(KernelContext& c) {
   const int64_t image = g.h * g.w * g.c;
   if (c.output(0).size() == 0) return;
   c.pool().parallel_for(g.n * g.out_h, row_grain(g), [&](int64_t begin, int64_t end) {
-    std::vector<T> best(static_cast<size_t>(g.c));
-    std::vector<int64_t> arg(static_cast<size_t>(g.c));
+    std::vector<T> best(static_cast<size_t>(g.out_w * g.c));
+    std::vector<int64_t> arg(best.size());
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t img = r / g.out_h, oh = r % g.out_h;
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        argmax_window(g, x + img * image, oh, ow, best.data(), arg.data());
-        T* out = ddy + ((img * g.out_h + oh) * g.out_w + ow) * g.c;
-        const T* in = ddx + img * image;
-        for (int64_t ch = 0; ch < g.c; ++ch) out[ch] = in[arg[ch] + ch];
-      }
+      const int64_t img = r / g.out_h;
+      max_row<T, true>(g, x + img * image, r % g.out_h, best.data(), arg.data());
+      T* out = ddy + r * g.out_w * g.c;
+      const T* in = ddx + img * image;
+      for (int64_t ow = 0; ow < g.out_w; ++ow)
+        for (int64_t ch = 0; ch < g.c; ++ch) out[ow * g.c + ch] = in[arg[ow * g.c + ch] + ch];
     }
   });
 }
@@ -168,21 +198,21 @@ void avg_pool_grad_kernel(KernelContext& c) {
   std::fill(dx, dx + c.output(0).size(), T(0));
   if (c.input(0).size() == 0) return;
   c.pool().parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> share(static_cast<size_t>(g.c));
+    std::vector<T> share(static_cast<size_t>(g.out_w * g.c));
     for (int64_t img = begin; img < end; ++img)
-      for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        const Rows rows = rows_of(g, oh);
+        const T* d = dy + img * pooled + oh * g.out_w * g.c;
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const Window win = window_at(g, oh, ow);
-          const T inv = T(1) / static_cast<T>((win.h1 - win.h0) * (win.w1 - win.w0));
-          const T* d = dy + img * pooled + (oh * g.out_w + ow) * g.c;
-          for (int64_t ch = 0; ch < g.c; ++ch) share[ch] = d[ch] * inv;
-          T* out = dx + img * image;
-          for (int64_t h = win.h0; h < win.h1; ++h)
-            for (int64_t w = win.w0; w < win.w1; ++w) {
-              T* cell = out + (h * g.w + w) * g.c;
-              for (int64_t ch = 0; ch < g.c; ++ch) cell[ch] += share[ch];
-            }
+          const T inv = T(1) / static_cast<T>((rows.h1 - rows.h0) * valid_columns(g, ow));
+          for (int64_t ch = 0; ch < g.c; ++ch) share[ow * g.c + ch] = d[ow * g.c + ch] * inv;
         }
+        T* out = dx + img * image;
+        for_each_cell(g, oh, [&](int64_t at, int64_t ow) {
+          const T* s = share.data() + ow * g.c;
+          for (int64_t ch = 0; ch < g.c; ++ch) out[at + ch] += s[ch];
+        });
+      }
   });
 }
 
