@@ -2,6 +2,7 @@
 // real implementation for the problem (conv_onednn.h), else to weft's reference (im2col and GEMM,
 // conv_reference.h); float64 always to the reference; float16 and bfloat16 through the float32
 // kernel (via_float32.h).
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -34,6 +35,31 @@ void conv2d_kernel(KernelContext& ctx) {
   conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
 }
 
+// FusedConv2D: Conv2D's kernel, then the bias and relu in one pass over its output, with the
+// expressions of the unfused Add and Relu, so a traced function keeps its eager run's bits (not
+// in oneDNN's epilogue: see conv_onednn.h). It saves the unfused graph's second buffer and node.
+template <class T>
+void fused_conv2d_kernel(KernelContext& ctx) {
+  const std::string& act = ctx.attrs.get_or<std::string>("activation", "");
+  const bool relu = act == "relu";
+  if (!relu && !act.empty()) ctx.fail("unknown activation '" + act + "'");
+  conv2d_kernel<T>(ctx);
+  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const T* bias = in<T>(ctx, 2);
+  T* y = out<T>(ctx);
+  const int64_t f = p.f;
+  ctx.pool().parallel_for(p.n * p.oh * p.ow, std::max<int64_t>(1, 16384 / std::max<int64_t>(f, 1)),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t r = begin; r < end; ++r) {
+                              T* row = y + r * f;
+                              for (int64_t c = 0; c < f; ++c) {
+                                const T v = row[c] + bias[c];
+                                row[c] = relu && v < T(0) ? T(0) : v;  // NaN passes, as Relu's does
+                              }
+                            }
+                          });
+}
+
 template <class T>
 void backprop_input_kernel(KernelContext& ctx) {
   const ConvParams p = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
@@ -57,11 +83,13 @@ void backprop_filter_kernel(KernelContext& ctx) {
 void register_conv_kernels() {
   register_kernel("Conv2D", DeviceType::CPU, float32, conv2d_kernel<float>);
   register_kernel("Conv2D", DeviceType::CPU, float64, conv2d_kernel<double>);
+  register_kernel("FusedConv2D", DeviceType::CPU, float32, fused_conv2d_kernel<float>);
+  register_kernel("FusedConv2D", DeviceType::CPU, float64, fused_conv2d_kernel<double>);
   register_kernel("Conv2DBackpropInput", DeviceType::CPU, float32, backprop_input_kernel<float>);
   register_kernel("Conv2DBackpropInput", DeviceType::CPU, float64, backprop_input_kernel<double>);
   register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float32, backprop_filter_kernel<float>);
   register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float64, backprop_filter_kernel<double>);
-  register_via_float32({"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+  register_via_float32({"Conv2D", "FusedConv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
 }
 
 }  // namespace weft::cpu

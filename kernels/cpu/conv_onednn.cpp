@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,10 +29,7 @@ struct Key {
   Pass pass;
   std::array<int64_t, 9> dims;    // n h w c kh kw f oh ow
   std::array<int64_t, 8> window;  // strides, dilations, pads top bottom left right
-  bool bias;
-  bool relu;
-  int threads;
-  auto tie() const { return std::tie(pass, dims, window, bias, relu, threads); }
+  auto tie() const { return std::tie(pass, dims, window); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -52,6 +50,7 @@ struct Entry {
   std::vector<Operand> inputs;  // the output's reorder runs after the primitive
   Operand output;
   bool usable = false;  // false: oneDNN offers only its reference; weft's runs instead
+  std::string impl;     // oneDNN's name for the implementation, "jit:avx2" say
 };
 
 dnnl::engine& cpu_engine() {
@@ -87,16 +86,26 @@ Descs user_descs(const ConvParams& p) {
           {p.g.pad_bottom, p.g.pad_right}};
 }
 
-// The same problem with every layout left to oneDNN: on x86 it picks its blocked formats
-// (nChw8c on AVX2, nChw16c on AVX-512), for which its direct JIT kernels exist; with weft's NHWC
-// it falls back to im2col and GEMM, two to six times slower for a network's 3x3 layers.
-Descs any_descs(const ConvParams& p) {
+// The layouts a primitive is asked for, in order of preference.
+enum class Layouts {
+  kWeftImages,  // NHWC images as they are, the filter's layout left to oneDNN
+  kAll,         // every layout left to oneDNN
+};
+
+// The same problem with the filter's layout (and, for kAll, the images') left to oneDNN. On x86
+// its direct JIT kernels read NHWC images but want blocked filters (OIhw8i8o on AVX2); given
+// weft's [kh, kw, in, out] filter it falls back to im2col and GEMM, two to six times slower for a
+// network's 3x3 layers. A filter is small, so reordering it per call costs little; the images,
+// reordered too under kAll (nChw8c), are where oneDNN has no direct kernel for NHWC.
+Descs wanted_descs(const ConvParams& p, Layouts layouts) {
   Descs d = user_descs(p);
   const auto any = memory::format_tag::any;
   const auto f32 = memory::data_type::f32;
-  d.src = memory::desc({p.n, p.c, p.h, p.w}, f32, any);
   d.weights = memory::desc({p.f, p.c, p.kh, p.kw}, f32, any);
-  d.dst = memory::desc({p.n, p.f, p.oh, p.ow}, f32, any);
+  if (layouts == Layouts::kAll) {
+    d.src = memory::desc({p.n, p.c, p.h, p.w}, f32, any);
+    d.dst = memory::desc({p.n, p.f, p.oh, p.ow}, f32, any);
+  }
   return d;
 }
 
@@ -122,6 +131,7 @@ Operand operand(int arg, const memory::desc& user, const memory::desc& inner, bo
 template <class Primitive, class PD>
 void finish(Entry& e, const PD& pd, std::vector<Operand> inputs, Operand output) {
   e.usable = worth_using(pd);
+  e.impl = pd.impl_info_str() ? pd.impl_info_str() : "";
   e.scratchpad_bytes = pd.scratchpad_desc().get_size();
   for (const Operand& o : inputs) e.scratchpad_bytes = std::max(e.scratchpad_bytes, o.convert_scratch);
   e.scratchpad_bytes = std::max(e.scratchpad_bytes, output.convert_scratch);
@@ -130,29 +140,20 @@ void finish(Entry& e, const PD& pd, std::vector<Operand> inputs, Operand output)
   e.primitive = Primitive(pd);
 }
 
-Entry make_entry(Pass pass, const ConvParams& p, bool bias, bool relu) {
+Entry make_entry(Pass pass, const ConvParams& p, Layouts layouts) {
   const Descs u = user_descs(p);
-  const Descs d = any_descs(p);
+  const Descs d = wanted_descs(p, layouts);
   const auto algo = dnnl::algorithm::convolution_direct;
-  dnnl::primitive_attr attr = user_scratchpad();
-  if (relu) {
-    dnnl::post_ops ops;
-    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(ops);
-  }
-  const memory::desc bias_desc({p.f}, memory::data_type::f32, memory::format_tag::x);
   Entry e;
   try {
-    const auto fwd = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.src, d.weights,
-                                                            bias_desc, d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)
-                          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, d.src, d.weights,
-                                                            d.dst, d.strides, d.dilates, d.pad_l, d.pad_r);
-    const dnnl::convolution_forward::primitive_desc fwd_pd(fwd, attr, cpu_engine());
+    const dnnl::convolution_forward::desc fwd(dnnl::prop_kind::forward_training, algo, d.src, d.weights, d.dst,
+                                              d.strides, d.dilates, d.pad_l, d.pad_r);
+    const dnnl::convolution_forward::primitive_desc fwd_pd(fwd, user_scratchpad(), cpu_engine());
     if (pass == Pass::kForward) {
-      std::vector<Operand> in{operand(DNNL_ARG_SRC, u.src, fwd_pd.src_desc(), true),
-                              operand(DNNL_ARG_WEIGHTS, u.weights, fwd_pd.weights_desc(), true)};
-      if (bias) in.push_back(operand(DNNL_ARG_BIAS, bias_desc, fwd_pd.bias_desc(), true));
-      finish<dnnl::convolution_forward>(e, fwd_pd, std::move(in), operand(DNNL_ARG_DST, u.dst, fwd_pd.dst_desc(), false));
+      finish<dnnl::convolution_forward>(e, fwd_pd,
+                                        {operand(DNNL_ARG_SRC, u.src, fwd_pd.src_desc(), true),
+                                         operand(DNNL_ARG_WEIGHTS, u.weights, fwd_pd.weights_desc(), true)},
+                                        operand(DNNL_ARG_DST, u.dst, fwd_pd.dst_desc(), false));
     } else if (pass == Pass::kBackwardData) {
       const dnnl::convolution_backward_data::desc bwd(algo, d.src, d.weights, d.dst, d.strides, d.dilates, d.pad_l,
                                                       d.pad_r);
@@ -176,17 +177,32 @@ Entry make_entry(Pass pass, const ConvParams& p, bool bias, bool relu) {
   return e;
 }
 
-// Primitives per problem and thread count, made once: a layer's shapes repeat every step.
-// Bounded: a program that feeds ever new shapes starts again from empty rather than grow.
+// oneDNN's direct JIT kernel for weft's NHWC images where it has one, else its kernel for its
+// own blocked images, else whatever real implementation it offers: decided by oneDNN's dispatch
+// for the problem and the CPU, never by timing.
+Entry choose_entry(Pass pass, const ConvParams& p) {
+  Entry on_nhwc = make_entry(pass, p, Layouts::kWeftImages);
+  const bool direct = on_nhwc.impl.rfind("jit", 0) == 0 || on_nhwc.impl.rfind("brg", 0) == 0;
+  if (on_nhwc.usable && direct) return on_nhwc;
+  Entry blocked = make_entry(pass, p, Layouts::kAll);
+  return blocked.usable ? blocked : on_nhwc;
+}
+
+// Primitives per problem, made once: a layer's shapes repeat every step. Bounded: a program that
+// feeds ever new shapes starts again from empty rather than grow.
 class PrimitiveCache {
  public:
-  std::shared_ptr<const Entry> get(const Key& key, const ConvParams& p) {
+  std::shared_ptr<const Entry> get(Pass pass, const ConvParams& p) {
+    const Key key{pass,
+                  {p.n, p.h, p.w, p.c, p.kh, p.kw, p.f, p.oh, p.ow},
+                  {p.win.stride_h, p.win.stride_w, p.win.dilation_h, p.win.dilation_w, p.g.pad_top, p.g.pad_bottom,
+                   p.g.pad_left, p.g.pad_right}};
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = entries_.find(key); it != entries_.end()) return it->second;
     }
     // Made outside the lock (oneDNN's JIT takes milliseconds); two threads may both make one.
-    auto entry = std::make_shared<const Entry>(make_entry(key.pass, p, key.bias, key.relu));
+    auto entry = std::make_shared<const Entry>(choose_entry(pass, p));
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.size() >= kMaxEntries) entries_.clear();
     return entries_.emplace(key, entry).first->second;
@@ -203,103 +219,200 @@ PrimitiveCache& cache() {
   return c;
 }
 
-// One call's own memory: the scratchpad, then each reordered operand, each 64-byte aligned. From
-// weft's CPU allocator, whose cached blocks spare each call the page faults of fresh memory.
-class CallBuffer {
+size_t round_up(size_t b) { return (b + 63) / 64 * 64; }
+
+// Memory of one task's own, 64-byte aligned, from weft's CPU allocator (whose cached blocks spare
+// each call the page faults of fresh memory): handed out in order by take().
+class TaskBuffer {
  public:
-  explicit CallBuffer(const Entry& e) {
-    bytes_ = round_up(e.scratchpad_bytes);
-    for (const Operand& o : e.inputs) bytes_ += o.converted() ? round_up(o.inner.get_size()) : 0;
-    bytes_ += e.output.converted() ? round_up(e.output.inner.get_size()) : 0;
+  explicit TaskBuffer(size_t bytes) : bytes_(bytes) {
     if (bytes_) data_ = static_cast<uint8_t*>(CpuAllocator::instance().allocate(bytes_));
-    next_ = round_up(e.scratchpad_bytes);
   }
-  ~CallBuffer() {
+  ~TaskBuffer() {
     if (data_) CpuAllocator::instance().deallocate(data_, bytes_);
   }
-  CallBuffer(const CallBuffer&) = delete;
-  CallBuffer& operator=(const CallBuffer&) = delete;
-  uint8_t* scratchpad() { return data_; }
-  void* take(const memory::desc& md) {
+  TaskBuffer(const TaskBuffer&) = delete;
+  TaskBuffer& operator=(const TaskBuffer&) = delete;
+  void* take(size_t bytes) {
     void* at = data_ + next_;
-    next_ += round_up(md.get_size());
+    next_ += round_up(bytes);
     return at;
   }
 
  private:
-  static size_t round_up(size_t b) { return (b + 63) / 64 * 64; }
   uint8_t* data_ = nullptr;
   size_t bytes_ = 0, next_ = 0;
 };
 
-bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const float* b, const float* bias,
-         bool relu, float* out) {
-  // oneDNN's problem descriptions want every dimension at least 1; empty problems are the
-  // reference's (it fills zeros or does nothing).
-  if (p.n < 1 || p.c < 1 || p.f < 1 || p.h < 1 || p.w < 1) return false;
-  const int threads = ThreadPool::in_worker() ? 1 : pool.num_threads();
-  omp_set_num_threads(threads);
-  const Key key{pass,
-                {p.n, p.h, p.w, p.c, p.kh, p.kw, p.f, p.oh, p.ow},
-                {p.win.stride_h, p.win.stride_w, p.win.dilation_h, p.win.dilation_w, p.g.pad_top, p.g.pad_bottom,
-                 p.g.pad_left, p.g.pad_right},
-                bias != nullptr,
-                relu,
-                threads};
-  const std::shared_ptr<const Entry> e = cache().get(key, p);
-  if (!e->usable) return false;
-  dnnl::engine& engine = cpu_engine();
-  dnnl::stream stream(engine);
-  CallBuffer buffer(*e);
-  // oneDNN's memory objects take non-const pointers; the inputs are only read.
-  auto mem = [&](const memory::desc& md, const void* ptr) { return memory(md, engine, const_cast<void*>(ptr)); };
+// The batch is cut into chunks of images, fixed by the problem's shape alone: at most kMaxChunks,
+// each of at least kChunkFlops (so a small problem is one chunk).
+constexpr int64_t kMaxChunks = 32;
+constexpr double kChunkFlops = 4e6;
+
+struct Chunks {
+  int64_t per = 0, count = 0;  // images per chunk (the last may have fewer), chunks
+};
+Chunks chunks_of(const ConvParams& p) {
+  const double per_image = 2.0 * p.oh * p.ow * p.kh * p.kw * p.c * p.f;
+  const auto by_work = static_cast<int64_t>(std::max(1.0, per_image * static_cast<double>(p.n) / kChunkFlops));
+  const int64_t count = std::min({p.n, kMaxChunks, by_work});
+  const int64_t per = (p.n + count - 1) / count;
+  return {per, (p.n + per - 1) / per};
+}
+
+// Elements of one image of the operand `arg` in weft's layout: 0 for the filter, shared by all.
+int64_t per_image(int arg, const ConvParams& p) {
+  if (arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC) return p.h * p.w * p.c;
+  if (arg == DNNL_ARG_DST || arg == DNNL_ARG_DIFF_DST) return p.oh * p.ow * p.f;
+  return 0;
+}
+
+// One chunk's problem and its primitive, with the filter (an input of the forward and
+// backward-data passes) in the primitive's layout, reordered once for every chunk.
+struct ChunkPlan {
+  ConvParams p;
+  std::shared_ptr<const Entry> e;
+  const void* filter = nullptr;  // the filter as the primitive reads it, when it is an input
+};
+
+// oneDNN's memory objects take non-const pointers; the inputs are only read.
+memory mem(const memory::desc& md, const void* ptr) { return memory(md, cpu_engine(), const_cast<void*>(ptr)); }
+
+// Runs plan's primitive on images [first, first + plan.p.n): reorders its image operands in and
+// its result out where the primitive's layouts differ from weft's. `out` is where this chunk's
+// output goes: its images of the full output, or, for the filter gradient, its own partial sum.
+void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, const float* given[2], float* out) {
+  const Entry& e = *plan.e;
+  size_t bytes = round_up(e.scratchpad_bytes);
+  for (const Operand& o : e.inputs)
+    if (o.converted() && per_image(o.arg, full) > 0) bytes += round_up(o.inner.get_size());
+  if (e.output.converted()) bytes += round_up(e.output.inner.get_size());
+  TaskBuffer buffer(bytes);
+  dnnl::stream stream(cpu_engine());
   memory scratch;
-  if (e->scratchpad_bytes)
-    scratch = mem(memory::desc({static_cast<memory::dim>(e->scratchpad_bytes)}, memory::data_type::u8,
+  if (e.scratchpad_bytes)
+    scratch = mem(memory::desc({static_cast<memory::dim>(e.scratchpad_bytes)}, memory::data_type::u8,
                                memory::format_tag::x),
-                  buffer.scratchpad());
+                  buffer.take(e.scratchpad_bytes));
   auto with_scratch = [&](std::unordered_map<int, memory> args) {
-    if (e->scratchpad_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+    if (e.scratchpad_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
     return args;
   };
-  const float* given[3] = {a, b, bias};  // the inputs in Entry::inputs' order
   std::unordered_map<int, memory> args;
-  for (size_t i = 0; i < e->inputs.size(); ++i) {
-    const Operand& o = e->inputs[i];
-    const memory user = mem(o.user, given[i]);
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const Operand& o = e.inputs[i];
+    const int64_t image = per_image(o.arg, full);
+    if (image == 0) {  // the filter: already in the primitive's layout
+      args.emplace(o.arg, mem(o.converted() ? o.inner : o.user, o.converted() ? plan.filter : given[i]));
+      continue;
+    }
+    const memory user = mem(o.user, given[i] + first * image);
     if (!o.converted()) {
       args.emplace(o.arg, user);
       continue;
     }
-    const memory inner = mem(o.inner, buffer.take(o.inner));
+    const memory inner = mem(o.inner, buffer.take(o.inner.get_size()));
     o.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}}));
     args.emplace(o.arg, inner);
   }
-  const memory user_out = mem(e->output.user, out);
-  const memory inner_out = e->output.converted() ? mem(e->output.inner, buffer.take(e->output.inner)) : user_out;
-  args.emplace(e->output.arg, inner_out);
-  e->primitive.execute(stream, with_scratch(std::move(args)));
-  if (e->output.converted())
-    e->output.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}}));
+  const memory user_out = mem(e.output.user, out + first * per_image(e.output.arg, full));
+  const memory inner_out =
+      e.output.converted() ? mem(e.output.inner, buffer.take(e.output.inner.get_size())) : user_out;
+  args.emplace(e.output.arg, inner_out);
+  e.primitive.execute(stream, with_scratch(std::move(args)));
+  if (e.output.converted())
+    e.output.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}}));
   stream.wait();
+}
+
+bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const float* b, float* out) {
+  // oneDNN's problem descriptions want every dimension at least 1; empty problems are the
+  // reference's (it fills zeros or does nothing).
+  if (p.n < 1 || p.c < 1 || p.f < 1 || p.h < 1 || p.w < 1) return false;
+  // oneDNN single-threaded in every task: weft's pool runs the chunks. OpenMP's thread count is a
+  // per-thread setting; the caller's is given back (other OpenMP code may share its thread).
+  const int caller_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  struct Restore {
+    int threads;
+    ~Restore() { omp_set_num_threads(threads); }
+  } restore{caller_threads};
+  const Chunks chunks = chunks_of(p);
+  const int64_t last_n = p.n - (chunks.count - 1) * chunks.per;
+  std::vector<ChunkPlan> plans;  // [0]: a whole chunk's, [1]: a shorter last chunk's
+  for (int64_t n : {chunks.per, last_n}) {
+    if (!plans.empty() && n == plans[0].p.n) break;
+    ConvParams q = p;
+    q.n = n;
+    plans.push_back({q, cache().get(pass, q), nullptr});
+    if (!plans.back().e->usable) return false;
+  }
+  const float* given[2] = {a, b};  // the inputs in Entry::inputs' order
+  // The filter, when it is an input, in each plan's layout, once for every chunk.
+  size_t filter_bytes = 0;
+  for (const ChunkPlan& plan : plans)
+    for (const Operand& o : plan.e->inputs)
+      if (o.converted() && per_image(o.arg, p) == 0) filter_bytes += round_up(o.inner.get_size()) + round_up(o.convert_scratch);
+  TaskBuffer filters(filter_bytes);
+  for (ChunkPlan& plan : plans)
+    for (size_t i = 0; i < plan.e->inputs.size(); ++i) {
+      const Operand& o = plan.e->inputs[i];
+      if (!o.converted() || per_image(o.arg, p) != 0) continue;
+      const memory inner = mem(o.inner, filters.take(o.inner.get_size()));
+      std::unordered_map<int, memory> args{{DNNL_ARG_FROM, mem(o.user, given[i])}, {DNNL_ARG_TO, inner}};
+      if (o.convert_scratch)
+        args.emplace(DNNL_ARG_SCRATCHPAD, mem(memory::desc({static_cast<memory::dim>(o.convert_scratch)},
+                                                           memory::data_type::u8, memory::format_tag::x),
+                                              filters.take(o.convert_scratch)));
+      dnnl::stream stream(cpu_engine());
+      o.convert.execute(stream, args);
+      stream.wait();
+      plan.filter = inner.get_data_handle();
+    }
+  // The filter gradient: each chunk's partial sum apart, then added in chunk order, so the bits
+  // depend on the shape alone, not on the thread count.
+  const bool partial_sums = pass == Pass::kBackwardWeights && chunks.count > 1;
+  const int64_t filter_elems = p.kh * p.kw * p.c * p.f;
+  TaskBuffer partials(partial_sums ? static_cast<size_t>(chunks.count * filter_elems) * sizeof(float) : 0);
+  float* partial = partial_sums ? static_cast<float*>(partials.take(0)) : nullptr;
+  pool.parallel_for(chunks.count, 1, [&](int64_t begin, int64_t end) {
+    omp_set_num_threads(1);
+    for (int64_t c = begin; c < end; ++c) {
+      const ChunkPlan& plan = c + 1 < chunks.count || plans.size() == 1 ? plans[0] : plans[1];
+      if (pass == Pass::kBackwardWeights)
+        run_chunk(plan, 0, p, std::array<const float*, 2>{a + c * chunks.per * per_image(DNNL_ARG_SRC, p),
+                                                          b + c * chunks.per * per_image(DNNL_ARG_DST, p)}
+                                  .data(),
+                  partial_sums ? partial + c * filter_elems : out);
+      else
+        run_chunk(plan, c * chunks.per, p, given, out);
+    }
+  });
+  if (partial_sums)
+    pool.parallel_for(filter_elems, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float sum = partial[i];
+        for (int64_t c = 1; c < chunks.count; ++c) sum += partial[c * filter_elems + i];
+        out[i] = sum;
+      }
+    });
   return true;
 }
 
 }  // namespace
 
-bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y,
-                   const float* bias, bool relu) {
-  return run(Pass::kForward, pool, p, x, filter, bias, relu, y);
+bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y) {
+  return run(Pass::kForward, pool, p, x, filter, y);
 }
 
 bool onednn_conv2d_backprop_input(ThreadPool& pool, const ConvParams& p, const float* filter, const float* dy,
                                   float* dx) {
-  return run(Pass::kBackwardData, pool, p, filter, dy, nullptr, false, dx);
+  return run(Pass::kBackwardData, pool, p, filter, dy, dx);
 }
 
 bool onednn_conv2d_backprop_filter(ThreadPool& pool, const ConvParams& p, const float* x, const float* dy,
                                    float* dfilter) {
-  return run(Pass::kBackwardWeights, pool, p, x, dy, nullptr, false, dfilter);
+  return run(Pass::kBackwardWeights, pool, p, x, dy, dfilter);
 }
 
 }  // namespace weft::cpu

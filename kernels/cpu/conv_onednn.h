@@ -7,25 +7,27 @@
 // instead. Which way a problem goes depends on its shape and the CPU's instruction sets only,
 // never on timing.
 //
-// Layouts: each primitive is made with its layouts left to oneDNN, which picks its blocked formats
-// (nChw8c on AVX2), whose direct JIT kernels are two to six times faster than the im2col and GEMM
-// it would run on NHWC; weft's NHWC tensors are reordered into them and the result back, per
-// call, as libtorch does from NCHW (a few percent of the convolution's time).
+// Layouts: oneDNN's direct JIT kernels, two to six times faster than the im2col and GEMM it runs
+// otherwise, read NHWC images but want their filters blocked (OIhw8i8o on AVX2). So each
+// primitive is first asked for with weft's images as they are and the filter's layout left to
+// oneDNN (the filter, a few KiB, is reordered per call); where that gives no direct kernel, with
+// every layout left to oneDNN (its blocked nChw8c images, reordered in and out per call, as
+// libtorch does from NCHW). The choice is oneDNN's dispatch for the problem and CPU, never timing.
 //
-// FusedConv2D's epilogue: `bias` (null for none) is the primitive's bias and `relu` an eltwise
-// post-op, both applied to each output once its sum is complete, so the result has the bits of
-// Conv2D, then the bias Add, then Relu (tests/api/conv_fusion_test.cpp checks it).
+// No bias and no post-ops: oneDNN's direct kernels start each output's sum from its bias, which
+// rounds differently from Conv2D then Add, and a traced function must give its eager run's bits;
+// FusedConv2D (conv.cpp) adds its bias and relu in a pass of its own over the output.
 //
-// Threads: oneDNN's are the CPU device's, never more. Debian builds oneDNN on OpenMP, whose
-// thread count is a per-calling-thread setting, so each call sets it on the calling thread to
-// the device pool's size (1 when called from inside a pool worker, where weft itself would not
-// fan out either) before oneDNN is asked for a primitive or runs one. weft's pool threads sleep
-// or spin while a kernel runs on the calling thread, so the busy threads are the pool's count.
+// Threads: weft's pool's, and no others. Debian builds oneDNN on OpenMP; letting it start its own
+// team beside weft's pool put two sets of spinning threads on the same cores (a LeNet step took
+// 42 ms that way, 29 ms with OpenMP told to sleep). So oneDNN always runs single-threaded (OpenMP's
+// per-thread count set to 1, and the caller's given back), and weft's pool runs the batch in
+// chunks of images, each a primitive call of its own, as the pool runs any other kernel's loop.
 //
-// Bits: a primitive's work split follows the thread count it was made for, so the cache below
-// keys on it. For one thread count the results are the same run to run (oneDNN's direct
-// convolutions sum in a fixed order; tests/api/conv_test.cpp checks it); across thread counts
-// they may differ in the last bits (the weight gradient's reduction is split by threads).
+// Bits: the chunks are fixed by the problem's shape alone (at most 32, of at least 4 MFLOP each).
+// The forward and input-gradient passes compute each image apart; the filter gradient takes each
+// chunk's partial sum and adds them in chunk order. So the results are the same bits run to run
+// and on any number of threads (tests/kernels/conv_onednn_test.cpp checks 1, 2 and 3).
 #pragma once
 
 #include "kernels/conv_params.h"
@@ -33,8 +35,7 @@
 
 namespace weft::cpu {
 
-bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y,
-                   const float* bias = nullptr, bool relu = false);
+bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y);
 bool onednn_conv2d_backprop_input(ThreadPool& pool, const ConvParams& p, const float* filter, const float* dy,
                                   float* dx);
 bool onednn_conv2d_backprop_filter(ThreadPool& pool, const ConvParams& p, const float* x, const float* dy,

@@ -25,6 +25,7 @@
 #include "kernels/conv_kernel_params.h"
 #include "kernels/cuda/conv_layout.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/matmul_kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/error.h"
@@ -318,6 +319,20 @@ void conv2d(KernelContext& ctx) {
             ctx, "cudnnConvolutionForward");
 }
 
+// FusedConv2D: the convolution, then the bias and relu in one pass over its output (the kernel
+// FusedMatMul's epilogue uses, with the expressions of the CPU's).
+void fused_conv2d(KernelContext& ctx) {
+  conv2d(ctx);
+  const std::string& act = ctx.attrs.get_or<std::string>("activation", "");
+  if (act != "" && act != "relu") ctx.fail("unknown activation '" + act + "'");
+  const Tensor& y = ctx.output(0);
+  if (y.size() == 0) return;
+  const int64_t f = y.shape()[3];
+  launch_bias_activation(y.dtype(), y.raw_data(), ctx.input(2).raw_data(), y.size() / f, f,
+                         act == "relu" ? Activation::kRelu : Activation::kNone, cuda_context(ctx).stream);
+  check_launch(ctx);
+}
+
 void backprop_input(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
   const ConvParams params = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
@@ -366,6 +381,7 @@ void backprop_filter(KernelContext& ctx) {
 void register_conv_kernels() {
   for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
     register_kernel("Conv2D", DeviceType::CUDA, t, conv2d);
+    register_kernel("FusedConv2D", DeviceType::CUDA, t, fused_conv2d);
     register_kernel("Conv2DBackpropInput", DeviceType::CUDA, t, backprop_input);
     register_kernel("Conv2DBackpropFilter", DeviceType::CUDA, t, backprop_filter);
   }

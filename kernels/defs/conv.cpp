@@ -83,6 +83,22 @@ void infer_conv2d(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), Shape{x[0], p.oh, p.ow, f[3]});
 }
 
+// FusedConv2D(input, filter, bias): activation(Conv2D(input, filter) + bias), made by the fusion
+// pass (scheduler/passes/fuse_elementwise.cpp) from a Conv2D, the Add of a bias of [F] and a
+// Relu, never written by users (it has no gradient: fusion runs after gradients are built).
+void infer_fused_conv2d(InferContext& ctx) {
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
+  check_same_dtype(ctx, 0, 3);
+  infer_conv2d(ctx);
+  const Shape& bias = ctx.input_shape(2);
+  const int64_t f = ctx.input_shape(1)[3];
+  if (bias.rank() != 1 || dims_differ(bias[0], f))
+    ctx.fail("bias must have shape (" + std::to_string(f) + ",), the filter's output channels, got " +
+             bias.to_string());
+  const std::string& act = ctx.attrs().get_or<std::string>("activation", "");
+  if (act != "" && act != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + act + "\"");
+}
+
 void infer_backprop_input(InferContext& ctx) {
   check_dtypes(ctx);
   check_rank4(ctx, 0, "filter");
@@ -120,8 +136,9 @@ Cost conv_cost(const InferContext& ctx) {
   const Shape& in0 = ctx.input_shape(0);
   const Shape& in1 = ctx.input_shape(1);
   const Shape& image = name == "Conv2DBackpropInput" ? out : in0;
-  const Shape& filter = name == "Conv2D" ? in1 : (name == "Conv2DBackpropInput" ? in0 : out);
-  const Shape& y = name == "Conv2D" ? out : in1;
+  const bool forward = name == "Conv2D" || name == "FusedConv2D";
+  const Shape& filter = forward ? in1 : (name == "Conv2DBackpropInput" ? in0 : out);
+  const Shape& y = forward ? out : in1;
   double flops = 2 * known(y[0]) * known(y[1]) * known(y[2]) * known(filter[0]) * known(filter[1]) *
                  known(image[3]) * known(filter[3]);
   const DType t = ctx.output(0).dtype;
@@ -140,6 +157,11 @@ std::vector<AttrSpec> window_attrs() {
 void register_conv_defs() {
   op_registry().add({.name = "Conv2D", .display = "conv2d", .min_inputs = 2, .max_inputs = 2,
                      .attrs = window_attrs(), .infer = infer_conv2d, .cost = conv_cost});
+  auto fused_attrs = window_attrs();
+  fused_attrs.push_back({"activation", AttrType::String, false});
+  op_registry().add({.name = "FusedConv2D", .display = "fused_conv2d", .min_inputs = 3, .max_inputs = 3,
+                     .attrs = fused_attrs, .infer = infer_fused_conv2d, .cost = conv_cost,
+                     .flags = kNotDifferentiable});
   auto input_attrs = window_attrs();
   input_attrs.push_back({"input_sizes", AttrType::IntList});
   op_registry().add({.name = "Conv2DBackpropInput", .display = "conv2d_backprop_input", .min_inputs = 2,

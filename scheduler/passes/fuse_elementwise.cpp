@@ -176,6 +176,7 @@ void replace_groups(GraphIR& g, std::vector<Replacement>& groups) {
 }
 
 // ---- MatMul + bias (+ activation), MatMul then ReluGrad -> FusedMatMul ----
+// ---- Conv2D + bias (+ relu) -> FusedConv2D ----
 
 // A product and the nodes its epilogue takes over, as one FusedMatMul of (A, B, operand): the
 // bias Add and the activation after it, if any; or, in a backward pass, the ReluGrad that reads
@@ -206,10 +207,13 @@ int32_t sole_reader(const Facts& f, int32_t id) {
 
 // What product `id` (output `out`) and its sole reader `next` fuse into, if anything; the
 // members are not yet checked for absorption.
+// A convolution's epilogue (oneDNN's bias and eltwise post-op) takes the bias and a Relu only:
+// its sigmoid and tanh are oneDNN's own approximations, not weft's bits.
 std::optional<DensePattern> dense_pattern_at(const GraphIR& g, const Facts& f, int32_t id, int32_t next,
                                              const TensorMeta& out) {
   const Node& n = g.node(next);
-  if (relu_grad_fits(g, n, id, out)) return DensePattern{{id, next}, n.inputs[1], "relu_grad"};
+  const bool conv = g.node(id).type() == "Conv2D";
+  if (!conv && relu_grad_fits(g, n, id, out)) return DensePattern{{id, next}, n.inputs[1], "relu_grad"};
   if (n.type() != "Add") return std::nullopt;
   const int64_t r = out.shape.rank();
   const Endpoint bias = n.inputs[0].node == id ? n.inputs[1] : n.inputs[0];
@@ -219,7 +223,8 @@ std::optional<DensePattern> dense_pattern_at(const GraphIR& g, const Facts& f, i
   if (const int32_t act = sole_reader(f, next); act >= 0) {
     const Node& t = g.node(act);
     const std::set<int32_t> with_act{id, next, act};
-    if ((t.type() == "Relu" || t.type() == "Sigmoid" || t.type() == "Tanh") && t.outputs[0].dtype == out.dtype &&
+    const bool fits = t.type() == "Relu" || (!conv && (t.type() == "Sigmoid" || t.type() == "Tanh"));
+    if (fits && t.outputs[0].dtype == out.dtype &&
         can_absorb(g, f, next, act, with_act) && can_absorb(g, f, id, act, with_act)) {
       p.members.push_back(act);
       for (char c : t.type()) p.activation += static_cast<char>(std::tolower(c));
@@ -232,13 +237,14 @@ std::vector<DensePattern> find_dense_patterns(const GraphIR& g, const Facts& f) 
   std::vector<DensePattern> found;
   for (int32_t id : g.node_ids()) {
     const Node& mm = g.node(id);
-    if (mm.type() != "MatMul" || mm.outputs.size() != 1) continue;
+    const bool conv = mm.type() == "Conv2D";
+    if ((mm.type() != "MatMul" && !conv) || mm.outputs.size() != 1) continue;
     const TensorMeta& out = mm.outputs[0];
     const int64_t r = out.shape.rank();
-    if (!is_float(out.dtype) || r < 2 || out.shape[r - 1] < 0) continue;
+    if (!is_float(out.dtype) || r < 2 || out.shape[r - 1] < 0 || (conv && r != 4)) continue;
     // FusedMatMul takes a matrix B and folds A's leading dims into rows (not under transpose_a).
-    if (g.meta(mm.inputs[1]).shape.rank() != 2 || g.meta(mm.inputs[0]).shape.rank() != r ||
-        (r > 2 && mm.attrs.get_or<bool>("transpose_a", false)))
+    if (!conv && (g.meta(mm.inputs[1]).shape.rank() != 2 || g.meta(mm.inputs[0]).shape.rank() != r ||
+                  (r > 2 && mm.attrs.get_or<bool>("transpose_a", false))))
       continue;
     const int32_t next = sole_reader(f, id);
     if (next < 0) continue;
@@ -258,15 +264,24 @@ int fuse_dense(GraphIR& g) {
   const Facts f(g);
   std::vector<DensePattern> patterns = find_dense_patterns(g, f);
   static const OpDef& fused_matmul = op_registry().get("FusedMatMul");
+  static const OpDef& fused_conv2d = op_registry().get("FusedConv2D");
   int removed = 0;
   std::vector<Replacement> groups;
   for (DensePattern& p : patterns) {
     const Node& mm = g.node(p.members.front());
-    Attrs attrs{{"transpose_a", mm.attrs.get_or<bool>("transpose_a", false)},
-                {"transpose_b", mm.attrs.get_or<bool>("transpose_b", false)},
-                {"activation", std::move(p.activation)}};
+    const bool conv = mm.type() == "Conv2D";
+    Attrs attrs;
+    if (conv) {
+      attrs = mm.attrs;  // the window: strides, padding, explicit_paddings, dilations
+      attrs.set("activation", std::move(p.activation));
+    } else {
+      attrs = Attrs{{"transpose_a", mm.attrs.get_or<bool>("transpose_a", false)},
+                    {"transpose_b", mm.attrs.get_or<bool>("transpose_b", false)},
+                    {"activation", std::move(p.activation)}};
+    }
     removed += static_cast<int>(p.members.size()) - 1;
-    groups.push_back({std::move(p.members), &fused_matmul, {mm.inputs[0], mm.inputs[1], p.operand}, std::move(attrs)});
+    groups.push_back({std::move(p.members), conv ? &fused_conv2d : &fused_matmul,
+                      {mm.inputs[0], mm.inputs[1], p.operand}, std::move(attrs)});
   }
   replace_groups(g, groups);
   return removed;

@@ -257,7 +257,7 @@ TEST(Conv2D, HalfDtypesMatchFloat32) {
 
 TEST(Conv2D, SameBitsTwice) {
   // oneDNN (float32) and the reference (float64) alike: bits depend on the problem and the thread
-  // count only, which are the same here (across thread counts oneDNN promises nothing).
+  // count only, which are the same here (oneDNN's on the shape alone: conv_onednn_test.cpp).
   const Case c{"repeat", {2, 10, 9, 8}, {3, 3, 8, 16}, {2, 1}, {1, 1}, "SAME"};
   for (DType d : {float32, float64}) {
     const Operands o = operands(c, d, 80);
