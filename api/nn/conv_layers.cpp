@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "api/distribute/replica_context.h"
+#include "api/graph_builder.h"
 #include "api/nn/layer_util.h"
 #include "api/ops/array.h"
 #include "api/ops/conv.h"
@@ -170,13 +171,31 @@ class BatchNormImpl final : public ModuleImpl {
       mean = averaged[0];
       var = averaged[1];
     }
-    update_moving_statistics(mean, var, loc);
-    return r.y;
+    return with_updates(r.y, [&] { update_moving_statistics(mean, var, loc); }, loc);
   }
 
   Variable gamma_, beta_, moving_mean_, moving_variance_;
 
  private:
+  // y, after running `update` (which writes the moving statistics). In a TF1 graph, where a
+  // Session runs only what its fetches and targets need, y comes out of an Identity that waits
+  // for the writes, so every step that computes the layer's output updates its statistics once,
+  // as PyTorch's forward does (TensorFlow 1 left that to the user's UPDATE_OPS). Eagerly and in
+  // a traced function every write runs anyway.
+  template <class Update>
+  static Tensor with_updates(const Tensor& y, Update update, const SourceLocation& loc) {
+    GraphBuilder* b = current_builder();
+    const bool tf1_graph = b && b->mode() == GraphBuilder::Mode::kGraph && !b->nested();
+    const size_t first = tf1_graph ? b->side_effects().size() : 0;
+    update();
+    if (!tf1_graph) return y;
+    Tensor out = identity(y, "", loc);
+    const auto node = static_cast<int32_t>(out.symbolic_ref()->node_id);
+    const std::vector<int32_t>& effects = b->side_effects();
+    for (size_t i = first; i < effects.size(); ++i) b->graph().add_control_input(node, effects[i]);
+    return out;
+  }
+
   // var * n / (n - 1), n = the values per channel (var itself when n is 1); n comes from the
   // running graph when the batch is unknown until then.
   void update_moving_statistics(const Tensor& mean, const Tensor& var, const SourceLocation& loc) {
@@ -203,8 +222,8 @@ class BatchNormImpl final : public ModuleImpl {
     Tensor y = add(mul(sub(xs, mean, loc), mul(rsqrt(add(var, o_.epsilon, loc), loc), gamma, loc), loc), beta, loc);
     if (x.dtype() != param_dtype_) y = cast(y, x.dtype(), loc);
     const Tensor unbiased = mul(var, div(n, maximum(sub(n, 1.0, loc), 1.0, loc), loc), loc);
-    update_moving_statistics(stop_gradient(mean, loc), stop_gradient(unbiased, loc), loc);
-    return y;
+    return with_updates(y, [&] { update_moving_statistics(stop_gradient(mean, loc), stop_gradient(unbiased, loc), loc); },
+                        loc);
   }
 
   Tensor bessel_corrected(const Tensor& var, const Tensor& x, int64_t c, const SourceLocation& loc) const {
