@@ -8,11 +8,12 @@
 // never on timing.
 //
 // Layouts: oneDNN's direct JIT kernels, two to six times faster than the im2col and GEMM it runs
-// otherwise, read NHWC images but want their filters blocked (OIhw8i8o on AVX2). So each
-// primitive is first asked for with weft's images as they are and the filter's layout left to
-// oneDNN (the filter, a few KiB, is reordered per call); where that gives no direct kernel, with
-// every layout left to oneDNN (its blocked nChw8c images, reordered in and out per call, as
-// libtorch does from NCHW). The choice is oneDNN's dispatch for the problem and CPU, never timing.
+// otherwise, read NHWC images but want their filters blocked (OIhw8i8o on AVX2). So a layer with
+// fewer than 64 channels in or out runs on weft's images as they are, with the filter (a few KiB)
+// reordered per call; a wider layer on oneDNN's blocked images (nChw8c), reordered in and out per
+// call as libtorch does from NCHW, on which its kernels run enough faster to pay for that. Where
+// the preferred kernel is missing, the other. The choice is oneDNN's dispatch for the problem and
+// CPU and the channel counts, never timing.
 //
 // No bias and no post-ops: oneDNN's direct kernels start each output's sum from its bias, which
 // rounds differently from Conv2D then Add, and a traced function must give its eager run's bits;
