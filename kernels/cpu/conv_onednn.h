@@ -19,6 +19,10 @@
 // rounds differently from Conv2D then Add, and a traced function must give its eager run's bits;
 // FusedConv2D (conv.cpp) adds its bias and relu in a pass of its own over the output.
 //
+// Primitives: cached per problem for the whole process, not per node in OpDef::prepare as
+// DESIGN.md first said: a network's layers repeat shapes (ResNet-20 has 7 identical 16-channel
+// convolutions), eager calls have no node to keep state in, and one cache serves both.
+//
 // Threads: weft's pool's, and no others. Debian builds oneDNN on OpenMP; letting it start its own
 // team beside weft's pool put two sets of spinning threads on the same cores (a LeNet step took
 // 42 ms that way, 29 ms with OpenMP told to sleep). So oneDNN always runs single-threaded (OpenMP's
