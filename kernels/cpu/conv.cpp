@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "kernels/conv_kernel_params.h"
+#include "kernels/cpu/bias_epilogue.h"
+#include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/conv_reference.h"
 #include "kernels/cpu/via_float32.h"
@@ -35,29 +37,22 @@ void conv2d_kernel(KernelContext& ctx) {
   conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
 }
 
-// FusedConv2D: Conv2D's kernel, then the bias and relu in one pass over its output, with the
-// expressions of the unfused Add and Relu, so a traced function keeps its eager run's bits (not
-// in oneDNN's epilogue: see conv_onednn.h). It saves the unfused graph's second buffer and node.
+// FusedConv2D: Conv2D's kernel, then FusedMatMul's epilogue (bias_epilogue.h) over its output
+// rows, so a traced function keeps its eager run's bits (not in oneDNN's epilogue: see
+// conv_onednn.h). It saves the unfused graph's second buffer and node.
 template <class T>
 void fused_conv2d_kernel(KernelContext& ctx) {
-  const std::string& act = ctx.attrs.get_or<std::string>("activation", "");
-  const bool relu = act == "relu";
-  if (!relu && !act.empty()) ctx.fail("unknown activation '" + act + "'");
+  const Act act = parse_activation(ctx);
+  if (act != Act::kNone && act != Act::kRelu) ctx.fail("FusedConv2D takes no activation but relu");
   conv2d_kernel<T>(ctx);
-  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const Tensor& y = ctx.output(0);
+  const int64_t f = y.shape()[3];
+  if (y.size() == 0) return;
   const T* bias = in<T>(ctx, 2);
-  T* y = out<T>(ctx);
-  const int64_t f = p.f;
-  ctx.pool().parallel_for(p.n * p.oh * p.ow, std::max<int64_t>(1, 16384 / std::max<int64_t>(f, 1)),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t r = begin; r < end; ++r) {
-                              T* row = y + r * f;
-                              for (int64_t c = 0; c < f; ++c) {
-                                const T v = row[c] + bias[c];
-                                row[c] = relu && v < T(0) ? T(0) : v;  // NaN passes, as Relu's does
-                              }
-                            }
-                          });
+  T* rows = out<T>(ctx);
+  ctx.pool().parallel_for(y.size() / f, std::max<int64_t>(1, kCheapGrain / f), [&](int64_t r0, int64_t r1) {
+    epilogue_rows(rows, bias, r0, r1, f, act);
+  });
 }
 
 template <class T>

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/bias_epilogue.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -41,15 +42,8 @@ constexpr size_t kScratchBytes = size_t{32} << 10;
 constexpr int64_t kMaxBlock = 1024;
 constexpr int64_t kMinBlock = 16;
 
-// The scalar functions of the unfused kernels, expression for expression.
-template <class T>
-T relu_of(T x) { return x < T(0) ? T(0) : x; }  // NaN passes through
-template <class T>
-T sigmoid_of(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
+// The scalar functions of the unfused kernels, expression for expression (relu_of and
+// sigmoid_of are bias_epilogue.h's).
 template <class T>
 T sign_of(T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
 template <class T>
@@ -234,46 +228,6 @@ void fused_elementwise_kernel(KernelContext& ctx) {
 }
 
 // ---- FusedMatMul ----
-
-enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh, kReluGrad };
-
-template <class T, class F>
-inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
-}
-
-// ReluGrad(C, x) over a row of C and of x, as the ReluGrad kernel computes it (nn.cpp).
-template <class T>
-void relu_grad_row(T* __restrict row, const T* __restrict x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) row[j] = x[j] > T(0) ? row[j] : T(0);
-}
-
-// The epilogue over rows [r0, r1) of C (n columns): `operand` is the bias, or for kReluGrad the
-// relu's x, of C's shape.
-template <class T>
-void epilogue_rows(T* c, const T* operand, int64_t r0, int64_t r1, int64_t n, Act act) {
-  for (int64_t r = r0; r < r1; ++r) {
-    T* row = c + r * n;
-    switch (act) {
-      case Act::kNone: add_bias_in_place(row, operand, n, [](T x) { return x; }); break;
-      case Act::kRelu: add_bias_in_place(row, operand, n, [](T x) { return relu_of(x); }); break;
-      case Act::kSigmoid: add_bias_in_place(row, operand, n, [](T x) { return sigmoid_of(x); }); break;
-      case Act::kTanh: add_bias_in_place(row, operand, n, [](T x) { return std::tanh(x); }); break;
-      case Act::kReluGrad: relu_grad_row(row, operand + r * n, n); break;
-    }
-  }
-}
-
-Act parse_activation(const KernelContext& ctx) {
-  const AttrValue* v = ctx.attrs.find("activation");
-  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
-  if (!s || s->empty()) return Act::kNone;
-  if (*s == "relu") return Act::kRelu;
-  if (*s == "sigmoid") return Act::kSigmoid;
-  if (*s == "tanh") return Act::kTanh;
-  if (*s == "relu_grad") return Act::kReluGrad;
-  ctx.fail("unknown activation '" + *s + "'");
-}
 
 template <class T>
 void fused_matmul_kernel(KernelContext& ctx) {

@@ -207,8 +207,8 @@ int32_t sole_reader(const Facts& f, int32_t id) {
 
 // What product `id` (output `out`) and its sole reader `next` fuse into, if anything; the
 // members are not yet checked for absorption.
-// A convolution's epilogue (oneDNN's bias and eltwise post-op) takes the bias and a Relu only:
-// its sigmoid and tanh are oneDNN's own approximations, not weft's bits.
+// FusedConv2D takes the bias and a Relu only (the activation convolutional networks use); a
+// sigmoid or tanh after a convolution's bias stays a node of its own.
 std::optional<DensePattern> dense_pattern_at(const GraphIR& g, const Facts& f, int32_t id, int32_t next,
                                              const TensorMeta& out) {
   const Node& n = g.node(next);

@@ -1,0 +1,67 @@
+// The epilogue FusedMatMul (fused.cpp) and FusedConv2D (conv.cpp) apply to the rows of their
+// product C [rows, n]: act(row + bias) with the expressions of the unfused Add and activation
+// kernels, so a fused node has the bits of the ops it replaced, or, for FusedMatMul's
+// "relu_grad", ReluGrad's mask by the relu's x.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "runtime/kernel_registry.h"
+
+namespace weft::cpu {
+
+// The scalar functions of the unfused kernels, expression for expression (FusedElementwise's too).
+template <class T>
+inline T relu_of(T x) { return x < T(0) ? T(0) : x; }  // NaN passes through
+template <class T>
+inline T sigmoid_of(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  const T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh, kReluGrad };
+
+template <class T, class F>
+inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64_t n, F f) {
+  for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
+}
+
+// ReluGrad(C, x) over a row of C and of x, as the ReluGrad kernel computes it (nn.cpp).
+template <class T>
+inline void relu_grad_row(T* __restrict row, const T* __restrict x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] = x[j] > T(0) ? row[j] : T(0);
+}
+
+// The epilogue over rows [r0, r1) of C (n columns): `operand` is the bias, or for kReluGrad the
+// relu's x, of C's shape.
+template <class T>
+inline void epilogue_rows(T* c, const T* operand, int64_t r0, int64_t r1, int64_t n, Act act) {
+  for (int64_t r = r0; r < r1; ++r) {
+    T* row = c + r * n;
+    switch (act) {
+      case Act::kNone: add_bias_in_place(row, operand, n, [](T x) { return x; }); break;
+      case Act::kRelu: add_bias_in_place(row, operand, n, [](T x) { return relu_of(x); }); break;
+      case Act::kSigmoid: add_bias_in_place(row, operand, n, [](T x) { return sigmoid_of(x); }); break;
+      case Act::kTanh: add_bias_in_place(row, operand, n, [](T x) { return std::tanh(x); }); break;
+      case Act::kReluGrad: relu_grad_row(row, operand + r * n, n); break;
+    }
+  }
+}
+
+// The node's "activation" attribute.
+inline Act parse_activation(const KernelContext& ctx) {
+  const AttrValue* v = ctx.attrs.find("activation");
+  const std::string* s = v ? std::get_if<std::string>(v) : nullptr;
+  if (!s || s->empty()) return Act::kNone;
+  if (*s == "relu") return Act::kRelu;
+  if (*s == "sigmoid") return Act::kSigmoid;
+  if (*s == "tanh") return Act::kTanh;
+  if (*s == "relu_grad") return Act::kReluGrad;
+  ctx.fail("unknown activation '" + *s + "'");
+}
+
+}  // namespace weft::cpu
