@@ -2,9 +2,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -286,8 +286,8 @@ struct ChunkPlan {
 memory mem(const memory::desc& md, const void* ptr) { return memory(md, cpu_engine(), const_cast<void*>(ptr)); }
 
 // Runs plan's primitive on images [first, first + plan.p.n): reorders its image operands in and
-// its result out where the primitive's layouts differ from weft's. `out` is where this chunk's
-// output goes: its images of the full output, or, for the filter gradient, its own partial sum.
+// its result out where the primitive's layouts differ from weft's. `out` is the whole output
+// (this chunk writes its images), or, for the filter gradient, this chunk's own partial sum.
 void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, const float* given[2], float* out) {
   const Entry& e = *plan.e;
   size_t bytes = round_up(e.scratchpad_bytes);
@@ -359,7 +359,8 @@ bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const
   size_t filter_bytes = 0;
   for (const ChunkPlan& plan : plans)
     for (const Operand& o : plan.e->inputs)
-      if (o.converted() && per_image(o.arg, p) == 0) filter_bytes += round_up(o.inner.get_size()) + round_up(o.convert_scratch);
+      if (o.converted() && per_image(o.arg, p) == 0)
+        filter_bytes += round_up(o.inner.get_size()) + round_up(o.convert_scratch);
   TaskBuffer filters(filter_bytes);
   for (ChunkPlan& plan : plans)
     for (size_t i = 0; i < plan.e->inputs.size(); ++i) {
@@ -386,13 +387,7 @@ bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const
     omp_set_num_threads(1);
     for (int64_t c = begin; c < end; ++c) {
       const ChunkPlan& plan = c + 1 < chunks.count || plans.size() == 1 ? plans[0] : plans[1];
-      if (pass == Pass::kBackwardWeights)
-        run_chunk(plan, 0, p, std::array<const float*, 2>{a + c * chunks.per * per_image(DNNL_ARG_SRC, p),
-                                                          b + c * chunks.per * per_image(DNNL_ARG_DST, p)}
-                                  .data(),
-                  partial_sums ? partial + c * filter_elems : out);
-      else
-        run_chunk(plan, c * chunks.per, p, given, out);
+      run_chunk(plan, c * chunks.per, p, given, partial_sums ? partial + c * filter_elems : out);
     }
   });
   if (partial_sums)

@@ -60,13 +60,12 @@ Trained train_eagerly(int steps) {
   return t;
 }
 
-Trained train_in_graph(int steps) {
-  nn::Sequential model = small_cnn();
-  optim::SGD opt(0.1, 0.9);
+// The model's training step built once in a Graph: its placeholders, its loss and its train op.
+struct GraphStep {
   Graph g;
   Tensor x, y, loss;
   Operation train;
-  {
+  GraphStep(nn::Sequential& model, optim::SGD& opt) {
     GraphScope scope(g);
     x = placeholder(float32, {-1, 12, 12, 2}, "x");
     y = placeholder(int32, {-1}, "y");
@@ -75,11 +74,20 @@ Trained train_in_graph(int steps) {
     auto vars = model.trainable_variables();
     train = opt.apply_gradients(tape.gradient(loss, vars), vars);
   }
+  float run(Session& sess, const Tensor& xb, const Tensor& yb) const {
+    return sess.run({{x, xb}, {y, yb}}, {loss}, {train})[0].item<float>();
+  }
+};
+
+Trained train_in_graph(int steps) {
+  nn::Sequential model = small_cnn();
+  optim::SGD opt(0.1, 0.9);
+  const GraphStep step(model, opt);
   set_variables(model);  // before the first run: the Session keeps restored values
-  Session sess(g);
+  Session sess(step.g);
   Trained t;
   const Tensor xb = images(), yb = labels();
-  for (int i = 0; i < steps; ++i) t.losses.push_back(sess.run({{x, xb}, {y, yb}}, {loss}, {train})[0].item<float>());
+  for (int i = 0; i < steps; ++i) t.losses.push_back(step.run(sess, xb, yb));
   t.variables = values_of(model);
   return t;
 }
@@ -106,20 +114,9 @@ TEST(GraphCnnTraining, SessionMatchesEagerStepByStep) {
 TEST(GraphCnnTraining, MovingStatisticsUpdateInASession) {
   nn::Sequential model = small_cnn();
   optim::SGD opt(0.05);
-  Graph g;
-  Tensor x, y, loss;
-  Operation train;
-  {
-    GraphScope scope(g);
-    x = placeholder(float32, {-1, 12, 12, 2}, "x");
-    y = placeholder(int32, {-1}, "y");
-    GradientTape tape;
-    loss = nn::sparse_softmax_cross_entropy(y, model(x, true));
-    auto vars = model.trainable_variables();
-    train = opt.apply_gradients(tape.gradient(loss, vars), vars);
-  }
-  Session sess(g);
-  sess.run({{x, images()}, {y, labels()}}, {loss}, {train});
+  const GraphStep step(model, opt);
+  Session sess(step.g);
+  step.run(sess, images(), labels());
   int moved = 0;
   for (const Variable& v : model.variables()) {
     if (v.trainable()) continue;
