@@ -18,6 +18,7 @@ namespace weft::nn {
 Tensor relu(const Tensor& x) { return weft::relu(x); }
 Tensor sigmoid(const Tensor& x) { return weft::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return weft::tanh(x); }
+Tensor gelu(const Tensor& x) { return weft::gelu(x); }
 Tensor softmax(const Tensor& x) { return weft::softmax(x); }
 
 namespace detail {
@@ -31,6 +32,7 @@ Tensor activate(const Activation& f, const Tensor& y, const SourceLocation& loc)
     if (*fn == &relu) return weft::relu(y, loc);
     if (*fn == &sigmoid) return weft::sigmoid(y, loc);
     if (*fn == &tanh) return weft::tanh(y, loc);
+    if (*fn == &gelu) return weft::gelu(y, false, loc);
     if (*fn == &softmax) return weft::softmax(y, -1, loc);
   }
   return f(y);

@@ -21,6 +21,7 @@ using Activation = std::function<Tensor(const Tensor&)>;
 Tensor relu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x);  // exact (erf); weft::gelu(x, true) for the tanh approximation
 Tensor softmax(const Tensor& x);
 
 class Dense : public Module {

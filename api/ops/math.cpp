@@ -37,6 +37,7 @@ WEFT_UNARY_FRONTEND(abs, "Abs")
 WEFT_UNARY_FRONTEND(sign, "Sign")
 WEFT_UNARY_FRONTEND(exp, "Exp")
 WEFT_UNARY_FRONTEND(log, "Log")
+WEFT_UNARY_FRONTEND(erf, "Erf")
 WEFT_UNARY_FRONTEND(sqrt, "Sqrt")
 WEFT_UNARY_FRONTEND(rsqrt, "Rsqrt")
 WEFT_UNARY_FRONTEND(square, "Square")
@@ -99,6 +100,11 @@ std::vector<Tensor> sign_grad(const GradContext& g) { return {zeros_like(g.input
 std::vector<Tensor> square_grad(const GradContext& g) { return {mul(g.grad(), mul(g.input(0), 2))}; }
 std::vector<Tensor> exp_grad(const GradContext& g) { return {mul(g.grad(), exp(g.input(0)))}; }
 std::vector<Tensor> log_grad(const GradContext& g) { return {div(g.grad(), g.input(0))}; }
+// d/dx erf(x) = 2/sqrt(pi) e^{-x^2}
+std::vector<Tensor> erf_grad(const GradContext& g) {
+  const Tensor& x = g.input(0);
+  return {mul(g.grad(), mul(exp(neg(square(x))), 1.1283791670955126))};
+}
 std::vector<Tensor> sqrt_grad(const GradContext& g) { return {div(mul(g.grad(), 0.5), sqrt(g.input(0)))}; }
 std::vector<Tensor> rsqrt_grad(const GradContext& g) {
   // d/dx x^-1/2 = -1/2 x^-3/2
@@ -131,6 +137,7 @@ void register_math_gradients() {
   register_gradient("Square", square_grad);
   register_gradient("Exp", exp_grad);
   register_gradient("Log", log_grad);
+  register_gradient("Erf", erf_grad);
   register_gradient("Sqrt", sqrt_grad);
   register_gradient("Rsqrt", rsqrt_grad);
   register_gradient("Select", select_grad);

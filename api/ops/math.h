@@ -43,6 +43,7 @@ WEFT_UNARY_OP(abs)
 WEFT_UNARY_OP(sign)
 WEFT_UNARY_OP(exp)
 WEFT_UNARY_OP(log)
+WEFT_UNARY_OP(erf)  // the error function, 2/sqrt(pi) times the integral of e^{-t^2} from 0 to x
 WEFT_UNARY_OP(sqrt)
 WEFT_UNARY_OP(rsqrt)
 WEFT_UNARY_OP(square)

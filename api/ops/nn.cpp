@@ -24,6 +24,13 @@ Tensor tanh(const Tensor& x, const SourceLocation& loc) {
   return dispatch1(op, {x}, {}, loc);
 }
 
+Tensor gelu(const Tensor& x, bool approximate, const SourceLocation& loc) {
+  const Tensor half_x = mul(x, 0.5, loc);
+  if (!approximate) return mul(half_x, add(erf(mul(x, 0.7071067811865476, loc), loc), 1.0, loc), loc);
+  const Tensor cubic = mul(mul(x, square(x, loc), loc), 0.044715, loc);
+  return mul(half_x, add(tanh(mul(add(x, cubic, loc), 0.7978845608028654, loc), loc), 1.0, loc), loc);
+}
+
 Tensor softmax(const Tensor& x, int64_t axis, const SourceLocation& loc) {
   static const OpDef& op = op_def("Softmax");
   return dispatch1(op, {x}, {{"axis", axis}}, loc);

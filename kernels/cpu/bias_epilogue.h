@@ -1,7 +1,7 @@
 // The epilogue FusedMatMul (fused.cpp) and FusedConv2D (conv.cpp) apply to the rows of their
-// product C [rows, n]: act(row + bias) with the expressions of the unfused Add and activation
-// kernels, so a fused node has the bits of the ops it replaced, or, for FusedMatMul's
-// "relu_grad", ReluGrad's mask by the relu's x.
+// product C [rows, n]: act(row + bias) with the functions of the unfused Add and activation
+// kernels (vector_math.h's for sigmoid and tanh), so a fused node has the bits of the ops it
+// replaced, or, for FusedMatMul's "relu_grad", ReluGrad's mask by the relu's x.
 #pragma once
 
 #include <cmath>
@@ -9,19 +9,14 @@
 #include <string>
 #include <variant>
 
+#include "kernels/cpu/vector_math.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-// The scalar functions of the unfused kernels, expression for expression (FusedElementwise's too).
+// Relu as the unfused kernel computes it (FusedElementwise's too).
 template <class T>
 inline T relu_of(T x) { return x < T(0) ? T(0) : x; }  // NaN passes through
-template <class T>
-inline T sigmoid_of(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
 
 enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh, kReluGrad };
 
@@ -45,8 +40,14 @@ inline void epilogue_rows(T* c, const T* operand, int64_t r0, int64_t r1, int64_
     switch (act) {
       case Act::kNone: add_bias_in_place(row, operand, n, [](T x) { return x; }); break;
       case Act::kRelu: add_bias_in_place(row, operand, n, [](T x) { return relu_of(x); }); break;
-      case Act::kSigmoid: add_bias_in_place(row, operand, n, [](T x) { return sigmoid_of(x); }); break;
-      case Act::kTanh: add_bias_in_place(row, operand, n, [](T x) { return std::tanh(x); }); break;
+      case Act::kSigmoid:
+        add_bias_in_place(row, operand, n, [](T x) { return x; });
+        unary_math(UnaryMath::kSigmoid, row, row, n);
+        break;
+      case Act::kTanh:
+        add_bias_in_place(row, operand, n, [](T x) { return x; });
+        unary_math(UnaryMath::kTanh, row, row, n);
+        break;
       case Act::kReluGrad: relu_grad_row(row, operand + r * n, n); break;
     }
   }

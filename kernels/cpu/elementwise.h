@@ -2,6 +2,7 @@
 // the compiler vectorises; everything else goes through BroadcastPlan in contiguous runs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -10,6 +11,7 @@
 #endif
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
@@ -71,6 +73,32 @@ void unary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const bool streaming = use_streaming<TO>(n);
   ctx.pool().parallel_for(n, grain, [&](int64_t b, int64_t e) {
     write_range(y, b, e, streaming, [&](int64_t i) { return f(x[i]); });
+  });
+}
+
+// y = f(x) for a transcendental function of vector_math.h, over the pool in contiguous ranges
+// (large outputs staged in L1 and streamed out, as write_range does).
+template <class T>
+void unary_math_loop(KernelContext& ctx, UnaryMath f) {
+  const T* x = static_cast<const T*>(ctx.input(0).raw_data());
+  T* y = static_cast<T*>(ctx.output(0).raw_data());
+  const int64_t n = ctx.output(0).size();
+  const bool streaming = use_streaming<T>(n);
+  ctx.pool().parallel_for(n, kExpensiveGrain, [&](int64_t b, int64_t e) {
+    if (!streaming || (reinterpret_cast<uintptr_t>(y + b) % 32) != 0) {
+      unary_math(f, x + b, y + b, e - b);
+      return;
+    }
+    alignas(64) T stage[kStreamChunk];
+    for (int64_t i = b; i < e; i += kStreamChunk) {
+      const int64_t len = std::min(kStreamChunk, e - i);
+      unary_math(f, x + i, stage, len);
+      if (len == kStreamChunk) stream_copy_avx(y + i, stage, sizeof(stage));
+      else std::memcpy(y + i, stage, static_cast<size_t>(len) * sizeof(T));
+    }
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
   });
 }
 

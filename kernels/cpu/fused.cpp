@@ -42,8 +42,8 @@ constexpr size_t kScratchBytes = size_t{32} << 10;
 constexpr int64_t kMaxBlock = 1024;
 constexpr int64_t kMinBlock = 16;
 
-// The scalar functions of the unfused kernels, expression for expression (relu_of and
-// sigmoid_of are bias_epilogue.h's).
+// The scalar functions of the unfused kernels, expression for expression (relu_of is
+// bias_epilogue.h's; the transcendental functions are vector_math.h's, over the whole block).
 template <class T>
 T sign_of(T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
 template <class T>
@@ -67,13 +67,14 @@ void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
     case fused::kAbs: return map1(d, a, n, [](T x) { return std::abs(x); });
     case fused::kSign: return map1(d, a, n, [](T x) { return sign_of(x); });
     case fused::kSquare: return map1(d, a, n, [](T x) { return x * x; });
-    case fused::kExp: return map1(d, a, n, [](T x) { return std::exp(x); });
-    case fused::kLog: return map1(d, a, n, [](T x) { return std::log(x); });
+    case fused::kExp: return unary_math(UnaryMath::kExp, a, d, n);
+    case fused::kLog: return unary_math(UnaryMath::kLog, a, d, n);
+    case fused::kErf: return unary_math(UnaryMath::kErf, a, d, n);
     case fused::kSqrt: return map1(d, a, n, [](T x) { return std::sqrt(x); });
     case fused::kRsqrt: return map1(d, a, n, [](T x) { return T(1) / std::sqrt(x); });
     case fused::kRelu: return map1(d, a, n, [](T x) { return relu_of(x); });
-    case fused::kSigmoid: return map1(d, a, n, [](T x) { return sigmoid_of(x); });
-    case fused::kTanh: return map1(d, a, n, [](T x) { return std::tanh(x); });
+    case fused::kSigmoid: return unary_math(UnaryMath::kSigmoid, a, d, n);
+    case fused::kTanh: return unary_math(UnaryMath::kTanh, a, d, n);
     case fused::kAdd: return map2(d, a, b, n, [](T x, T y) { return x + y; });
     case fused::kSub: return map2(d, a, b, n, [](T x, T y) { return x - y; });
     case fused::kMul: return map2(d, a, b, n, [](T x, T y) { return x * y; });

@@ -1,6 +1,8 @@
 // CPU kernel for SparseSoftmaxCrossEntropyWithLogits: one row at a time, max-subtracted.
 #include <cmath>
 
+#include "kernels/cpu/reduce_loops.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/register_all.h"
 #include "kernels/cpu/via_float32.h"
 #include "runtime/kernel_registry.h"
@@ -29,11 +31,9 @@ void xent_rows(KernelContext& ctx) {
       T* brow = back + i * c;
       T mx = row[0];
       for (int64_t j = 1; j < c; ++j) mx = row[j] > mx ? row[j] : mx;
-      T sum = 0;
-      for (int64_t j = 0; j < c; ++j) {
-        brow[j] = std::exp(row[j] - mx);
-        sum += brow[j];
-      }
+      for (int64_t j = 0; j < c; ++j) brow[j] = row[j] - mx;
+      unary_math(UnaryMath::kExp, brow, brow, c);
+      const T sum = sum_run(brow, c);
       const T inv = T(1) / sum;
       for (int64_t j = 0; j < c; ++j) brow[j] *= inv;
       const int64_t label = static_cast<int64_t>(labels[i]);

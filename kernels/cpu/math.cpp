@@ -129,9 +129,11 @@ void square_k(KernelContext& c) {
   }
 }
 template <class T>
-void exp_k(KernelContext& c) { unary_loop<T, T>(c, [](T x) { return std::exp(x); }, kExpensiveGrain); }
+void exp_k(KernelContext& c) { unary_math_loop<T>(c, UnaryMath::kExp); }
 template <class T>
-void log_k(KernelContext& c) { unary_loop<T, T>(c, [](T x) { return std::log(x); }, kExpensiveGrain); }
+void log_k(KernelContext& c) { unary_math_loop<T>(c, UnaryMath::kLog); }
+template <class T>
+void erf_k(KernelContext& c) { unary_math_loop<T>(c, UnaryMath::kErf); }
 template <class T>
 void sqrt_k(KernelContext& c) { unary_loop<T, T>(c, [](T x) { return std::sqrt(x); }); }
 template <class T>
@@ -184,6 +186,7 @@ void register_math_kernels() {
   WEFT_REGISTER_NUMERIC("Square", square_k);
   WEFT_REGISTER_FLOAT("Exp", exp_k);
   WEFT_REGISTER_FLOAT("Log", log_k);
+  WEFT_REGISTER_FLOAT("Erf", erf_k);
   WEFT_REGISTER_FLOAT("Sqrt", sqrt_k);
   WEFT_REGISTER_FLOAT("Rsqrt", rsqrt_k);
 
@@ -201,7 +204,7 @@ void register_math_kernels() {
 
   // Every op above on float16 and bfloat16 too, through its float32 kernel.
   register_via_float32({"Add", "Sub", "Mul", "Div", "Maximum", "Minimum", "Pow", "Neg", "Abs", "Sign", "Square", "Exp",
-                        "Log", "Sqrt", "Rsqrt", "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
+                        "Log", "Erf", "Sqrt", "Rsqrt", "Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual",
                         "Select"});
 }
 

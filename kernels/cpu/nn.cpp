@@ -20,6 +20,7 @@ namespace weft::cpu {
 namespace {
 
 constexpr int64_t kTile = 512;
+constexpr int64_t kChunk = 1024;
 // Rows at least this long are split into blocks of kRowBlock elements, so that one long row (a
 // large vocabulary, a full-tensor softmax) still spreads over the pool.
 constexpr int64_t kLongRow = int64_t{1} << 16;
@@ -30,23 +31,11 @@ void relu_kernel(KernelContext& ctx) {
   unary_loop<T, T>(ctx, [](T x) { return x < T(0) ? T(0) : x; });  // NaN passes through
 }
 
-// exp is only ever taken of a non-positive number, so it cannot overflow to inf and give inf/inf.
 template <class T>
-T stable_sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
-}
+void sigmoid_kernel(KernelContext& ctx) { unary_math_loop<T>(ctx, UnaryMath::kSigmoid); }
 
 template <class T>
-void sigmoid_kernel(KernelContext& ctx) {
-  unary_loop<T, T>(ctx, [](T x) { return stable_sigmoid(x); }, kExpensiveGrain);
-}
-
-template <class T>
-void tanh_kernel(KernelContext& ctx) {
-  unary_loop<T, T>(ctx, [](T x) { return std::tanh(x); }, kExpensiveGrain);
-}
+void tanh_kernel(KernelContext& ctx) { unary_math_loop<T>(ctx, UnaryMath::kTanh); }
 
 // A row is normalised in three steps, each of which also works on one block of a long row: the
 // max m; y = exp(x - m) (log: y = x - m) returning the block's sum of exp(x - m); then y scaled by
@@ -54,17 +43,18 @@ void tanh_kernel(KernelContext& ctx) {
 // so the sum is in [1, n] and never overflows.
 template <class T, bool kLog>
 double exp_block(const T* x, T* y, int64_t len, T m) {
-  if constexpr (kLog) {
-    double s = 0;  // exp dominates the cost; a double running sum is free and exact enough
-    for (int64_t j = 0; j < len; ++j) {
-      y[j] = x[j] - m;
-      s += std::exp(y[j]);
-    }
-    return s;
-  } else {
-    for (int64_t j = 0; j < len; ++j) y[j] = std::exp(x[j] - m);
-    return static_cast<double>(sum_run(y, len));
+  // In chunks that stay in L1 between the subtraction, the exponentials and the sum. The chunk
+  // sums (pairwise within a chunk) add up in double, in order.
+  alignas(64) T e[kChunk];
+  double s = 0;
+  for (int64_t j0 = 0; j0 < len; j0 += kChunk) {
+    const int64_t c = std::min(kChunk, len - j0);
+    T* d = y + j0;
+    for (int64_t j = 0; j < c; ++j) d[j] = x[j0 + j] - m;
+    unary_math(UnaryMath::kExp, d, kLog ? e : d, c);
+    s += static_cast<double>(sum_run(kLog ? e : d, c));
   }
+  return s;
 }
 
 template <class T, bool kLog>
@@ -133,10 +123,12 @@ void softmax_tile(const T* x, T* y, int64_t n, int64_t stride, int64_t len) {
   for (int64_t j = 0; j < n; ++j) {
     const T* row = x + j * stride;
     T* out = y + j * stride;
+    T e[kTile];
+    for (int64_t i = 0; i < len; ++i) e[i] = row[i] - m[i];
+    unary_math(UnaryMath::kExp, e, e, len);
     for (int64_t i = 0; i < len; ++i) {
-      const T e = std::exp(row[i] - m[i]);
-      if constexpr (!kLog) out[i] = e;
-      s[i] += e;
+      if constexpr (!kLog) out[i] = e[i];
+      s[i] += e[i];
     }
   }
   if constexpr (kLog) {

@@ -30,6 +30,11 @@ __device__ __forceinline__ T dev_log(T x) {
   else return log(x);
 }
 template <class T>
+__device__ __forceinline__ T dev_erf(T x) {
+  if constexpr (std::is_same_v<T, float>) return erff(x);
+  else return erf(x);
+}
+template <class T>
 __device__ __forceinline__ T dev_sqrt(T x) {
   if constexpr (std::is_same_v<T, float>) return sqrtf(x);  // correctly rounded (-prec-sqrt=true)
   else return sqrt(x);

@@ -52,6 +52,10 @@ struct LogOp {
   template <class T>
   __device__ T operator()(T x) const { return dev_log(x); }
 };
+struct ErfOp {
+  template <class T>
+  __device__ T operator()(T x) const { return dev_erf(x); }
+};
 struct SqrtOp {
   template <class T>
   __device__ T operator()(T x) const { return dev_sqrt(x); }

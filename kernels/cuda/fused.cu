@@ -65,6 +65,7 @@ __device__ __forceinline__ T apply(int32_t op, T a, T b) {
     case fused::kDiv: return FloatDivOp{}(a, b);
     case fused::kMaximum: return MaximumOp{}(a, b);
     case fused::kMinimum: return MinimumOp{}(a, b);
+    case fused::kErf: return ErfOp{}(a);
     default: return a;  // unreachable: decode_program checked every opcode
   }
 }

@@ -31,20 +31,21 @@ namespace weft::fused {
 enum Opcode : int32_t {
   kNeg, kAbs, kSign, kSquare, kExp, kLog, kSqrt, kRsqrt, kRelu, kSigmoid, kTanh,
   kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
+  kErf,
   kNumOpcodes
 };
 
 struct OpcodeInfo {
   const char* op;   // the op whose numerics the opcode reproduces exactly
   int arity;
-  bool expensive;   // a libm call per element: worth splitting over threads sooner
+  bool expensive;   // a transcendental function: worth splitting over threads sooner
 };
 
 inline constexpr OpcodeInfo kOpcodes[kNumOpcodes] = {
     {"Neg", 1, false},  {"Abs", 1, false},     {"Sign", 1, false}, {"Square", 1, false}, {"Exp", 1, true},
     {"Log", 1, true},   {"Sqrt", 1, false},    {"Rsqrt", 1, false}, {"Relu", 1, false},  {"Sigmoid", 1, true},
     {"Tanh", 1, true},  {"Add", 2, false},     {"Sub", 2, false},  {"Mul", 2, false},    {"Div", 2, false},
-    {"Maximum", 2, false}, {"Minimum", 2, false},
+    {"Maximum", 2, false}, {"Minimum", 2, false}, {"Erf", 1, true},
 };
 
 // The opcode computing op `type`, or -1 when FusedElementwise cannot express it.

@@ -28,6 +28,10 @@ TEST(ActivationGradients, ElementwiseFiniteDifferences) {
     expect_gradients_match([](auto& x) { return relu(x[0]); }, {away_from_zero(s, 1)}, 1e-6, 1e-6, "relu");
     expect_gradients_match([](auto& x) { return sigmoid(x[0]); }, {f64(s, 2, -6, 6)}, 1e-6, 1e-6, "sigmoid");
     expect_gradients_match([](auto& x) { return tanh(x[0]); }, {f64(s, 3, -3, 3)}, 1e-6, 1e-6, "tanh");
+    expect_gradients_match([](auto& x) { return erf(x[0]); }, {f64(s, 4, -3, 3)}, 1e-6, 1e-6, "erf");
+    expect_gradients_match([](auto& x) { return gelu(x[0]); }, {f64(s, 5, -4, 4)}, 1e-6, 1e-6, "gelu");
+    expect_gradients_match([](auto& x) { return gelu(x[0], true); }, {f64(s, 6, -4, 4)}, 1e-6, 1e-6,
+                           "gelu approximate");
   }
 }
 

@@ -24,6 +24,7 @@ const UnaryCase kUnary[] = {
     {"square", "Square", [](const Tensor& x) { return square(x); }},
     {"exp", "Exp", [](const Tensor& x) { return exp(x); }},
     {"log", "Log", [](const Tensor& x) { return log(x); }},
+    {"erf", "Erf", [](const Tensor& x) { return erf(x); }},
     {"sqrt", "Sqrt", [](const Tensor& x) { return sqrt(x); }},
     {"rsqrt", "Rsqrt", [](const Tensor& x) { return rsqrt(x); }},
 };

@@ -95,6 +95,7 @@ const Case kUnary[] = {
     {"relu", [](const std::vector<Tensor>& x) { return relu(x[0]); }, unary_inputs(-10, 10)},
     {"sigmoid", [](const std::vector<Tensor>& x) { return sigmoid(x[0]); }, unary_inputs(-10, 10)},
     {"tanh", [](const std::vector<Tensor>& x) { return tanh(x[0]); }, unary_inputs(-5, 5)},
+    {"erf", [](const std::vector<Tensor>& x) { return erf(x[0]); }, unary_inputs(-5, 5)},
 };
 
 // Each input set of the case in turn: the unary cases make one tensor per shape.

@@ -53,6 +53,10 @@ TEST(HigherOrderGradients, Activations) {
   expect_hessian_vector_product_matches([](const Tensor& x) { return sigmoid(x); }, x64({2, 3}, 2), "sigmoid");
   expect_hessian_vector_product_matches([](const Tensor& x) { return x * exp(x); }, x64({4}, 3), "x exp x");
   expect_hessian_vector_product_matches([](const Tensor& x) { return relu(x) * x; }, x64({5}, 4), "relu(x) x");
+  expect_hessian_vector_product_matches([](const Tensor& x) { return erf(x); }, x64({2, 3}, 7), "erf");
+  expect_hessian_vector_product_matches([](const Tensor& x) { return gelu(x); }, x64({2, 3}, 8), "gelu");
+  expect_hessian_vector_product_matches([](const Tensor& x) { return gelu(x, true); }, x64({2, 3}, 9),
+                                        "gelu approximate");
   for (int64_t axis : {-1, 0}) {
     std::string a = " axis " + std::to_string(axis);
     expect_hessian_vector_product_matches([axis](const Tensor& x) { return softmax(x, axis); }, x64({3, 4}, 5),

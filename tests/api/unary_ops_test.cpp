@@ -1,4 +1,4 @@
-// neg abs sign square exp log sqrt rsqrt against plain references, with IEEE special values.
+// neg abs sign square exp log erf sqrt rsqrt against plain references, with IEEE special values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,6 +108,11 @@ TYPED_TEST(FloatUnaryOp, Log) {
   check_unary<T>(log, [](T x) { return static_cast<T>(std::log(static_cast<long double>(x))); }, kRel<T>);
 }
 
+TYPED_TEST(FloatUnaryOp, Erf) {
+  using T = TypeParam;
+  check_unary<T>(erf, [](T x) { return static_cast<T>(std::erf(static_cast<long double>(x))); }, kRel<T>);
+}
+
 TYPED_TEST(FloatUnaryOp, Sqrt) {
   using T = TypeParam;
   check_unary<T>(sqrt, [](T x) { return static_cast<T>(std::sqrt(static_cast<long double>(x))); }, kRel<T>);
@@ -128,6 +133,10 @@ TEST(FloatUnaryOp, HandValues) {
   EXPECT_EQ(rsqrt(constant(0.25f)).item<float>(), 2.f);
   EXPECT_EQ(rsqrt(constant(0.f)).item<float>(), std::numeric_limits<float>::infinity());
   EXPECT_EQ(sign(constant({-3, 0, 9})).to_vector<int32_t>(), (std::vector<int32_t>{-1, 0, 1}));
+  EXPECT_EQ(erf(constant(0.f)).item<float>(), 0.f);
+  EXPECT_EQ(erf(constant(std::numeric_limits<float>::infinity())).item<float>(), 1.f);
+  EXPECT_EQ(erf(constant(-6.0)).item<double>(), -1.0);
+  EXPECT_NEAR(erf(constant(0.5f)).item<float>(), 0.520499877813047f, 6e-8f);
 }
 
 }  // namespace

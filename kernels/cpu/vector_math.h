@@ -1,0 +1,42 @@
+// weft's float32 transcendental functions, vectorised: the one implementation every CPU kernel
+// uses for these ops (Exp, Log, Tanh, Sigmoid, Erf; FusedElementwise's opcodes; FusedMatMul's
+// and FusedConv2D's activations; Softmax, LogSoftmax and the cross-entropy losses).
+//
+//   unary_math(UnaryMath::kExp, x, y, n);   // y[i] = exp(x[i]), float or double; y may be x
+//
+// float32 runs weft's own polynomials (vector_math_impl.h) on the widest vectors the CPU has
+// (AVX-512, else AVX2 with FMA, else one lane at a time). Every lane computes the same sequence
+// of correctly rounded IEEE operations (fused multiply-adds included), and a short tail is padded
+// to a full vector, so AVX-512, AVX2 and the scalar fallback give the same bits for every input:
+// a result does not depend on the machine, the thread count or where an element sits in the array.
+// Accuracy against float64 (tests/kernels/vector_math_test.cpp measures it over a dense sample of
+// every binade): exp, log and erf under 1.5 ulp, tanh under 2, sigmoid under 3. Special values follow libm: NaN
+// in, NaN out; exp overflows to inf and underflows through the subnormals to 0; log of 0 is -inf
+// and of a negative number NaN; tanh, sigmoid and erf saturate exactly at ±1, 0 and 1.
+//
+// float64 calls libm one element at a time (its results are correctly rounded or nearly so on
+// glibc, and no model here runs transcendentals in float64 hot loops).
+#pragma once
+
+#include <cstdint>
+
+namespace weft::cpu {
+
+enum class UnaryMath : uint8_t { kExp, kLog, kTanh, kSigmoid, kErf };
+
+void unary_math(UnaryMath f, const float* x, float* y, int64_t n);
+void unary_math(UnaryMath f, const double* x, double* y, int64_t n);
+
+// The instruction-set variants, for the tests that check they agree bit for bit.
+enum class VectorIsa : uint8_t { kScalar, kAvx2, kAvx512 };
+using FloatArrayFn = void (*)(const float* x, float* y, int64_t n);
+struct VectorMathTable {
+  FloatArrayFn exp, log, tanh, sigmoid, erf;
+};
+// The table for `isa`, or null when this CPU lacks the instruction set.
+const VectorMathTable* vector_math_table(VectorIsa isa);
+// The variant unary_math runs on this CPU.
+VectorIsa vector_math_isa();
+const char* vector_isa_name(VectorIsa isa);
+
+}  // namespace weft::cpu

@@ -1,0 +1,69 @@
+// vector_math.h's functions on 8 lanes of AVX2 with FMA.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/vector_math_variants.h"
+
+// Everything below is compiled for AVX2 and FMA; the standard headers above are not, so no
+// function a baseline caller might share (an inline one of the library) gets the wider code.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace weft::cpu {
+
+namespace {
+
+struct Avx2 {
+  using F = __m256;
+  using I = __m256i;
+  using M = __m256;
+  static constexpr int kLanes = 8;
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F set(float v) { return _mm256_set1_ps(v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F abs(F a) { return _mm256_castsi256_ps(_mm256_and_si256(bits(a), _mm256_set1_epi32(0x7fffffff))); }
+  static F with_sign_of(F m, F s) {
+    const I sign = _mm256_and_si256(bits(s), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+    return _mm256_castsi256_ps(_mm256_or_si256(bits(m), sign));
+  }
+  static I bits(F a) { return _mm256_castps_si256(a); }
+  static F from_bits(I a) { return _mm256_castsi256_ps(a); }
+  static I iset(int v) { return _mm256_set1_epi32(v); }
+  static I iadd(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I isub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  template <int K>
+  static I sll(I a) { return _mm256_slli_epi32(a, K); }
+  template <int K>
+  static I sra(I a) { return _mm256_srai_epi32(a, K); }
+  static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
+  static M lt(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static M ge(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+  static M eq(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  static M is_nan(F a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static M mor(M a, M b) { return _mm256_or_ps(a, b); }
+  static F select(M m, F a, F b) { return _mm256_blendv_ps(b, a, m); }
+};
+
+#include "kernels/cpu/vector_math_impl.h"
+
+}  // namespace
+
+const VectorMathTable* vector_math_avx2() {
+  using Fns = vmath_impl::Functions<Avx2>;
+  static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
+                                     Fns::erf_array};
+  return &table;
+}
+
+}  // namespace weft::cpu
+
+#pragma GCC pop_options

@@ -1,0 +1,173 @@
+// The algorithms of vector_math.h, written once against a vector type V and instantiated by each
+// instruction-set file (vector_math_scalar.cpp, _avx2.cpp, _avx512.cpp) inside its own anonymous
+// namespace, after its target pragma. V provides, lane by lane:
+//
+//   F load(const float*), store(float*, F), set(float)      float vectors
+//   add sub mul div, fma(a, b, c) = a * b + c rounded once
+//   min(a, b) = a < b ? a : b, max(a, b) = a > b ? a : b   (the x86 rule: NaN a gives b)
+//   abs(a), with_sign_of(magnitude, sign)
+//   I bits(F), F from_bits(I), iset(int), iadd, isub, sll<k>, sra<k>, to_float(I)
+//   M lt(a, b), ge(a, b), eq(a, b), is_nan(a), mor(M, M), select(M, a, b) = m ? a : b
+//
+// Only exact operations and correctly rounded ones appear, so every V gives the same bits. The
+// coefficients are minimax fits (Lawson's iteration on Chebyshev nodes against 40-digit
+// references), rounded to float; the comments give each fit's error before that rounding.
+//
+// Deliberately no #includes: this file is included after a `#pragma GCC target`, where only
+// code of weft's own may be compiled for the wider instruction set.
+#pragma once
+
+namespace vmath_impl {
+
+// Horner's scheme with fused multiply-adds: c[0] + t * (c[1] + t * (... c[N-1])).
+template <class V, int N>
+inline typename V::F horner(typename V::F t, const float (&c)[N]) {
+  typename V::F p = V::set(c[N - 1]);
+  for (int i = N - 2; i >= 0; --i) p = V::fma(p, t, V::set(c[i]));
+  return p;
+}
+
+// exp(x) for x clamped to [-104, 89] (beyond that the result is 0 or inf anyway); NaN handled by
+// the callers. x = n ln2 + r with |r| <= ln2 / 2 (Cody and Waite's two-part ln2, so n * kLn2Hi is
+// exact), e^r = 1 + r + r^2 P(r), then scaled by 2^n in two halves so that n may pass the
+// exponent range of one float (results near FLT_MAX, and subnormal ones rounded only once).
+template <class V>
+inline typename V::F exp_core(typename V::F x) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;            // 9 significant bits
+  constexpr float kLn2Lo = -2.12194440054690583e-4f;
+  constexpr float kRound = 12582912.0f;             // 1.5 * 2^23: adding it rounds to an integer
+  // e^r = 1 + r + r^2 P(r) on [-ln2/2, ln2/2]: relative error 3.1e-9.
+  static constexpr float kP[] = {0x1.fffffcp-2f, 0x1.555492p-3f, 0x1.5558f2p-5f, 0x1.1239d4p-7f, 0x1.6a244cp-10f};
+  x = V::max(V::min(x, V::set(89.0f)), V::set(-104.0f));
+  const F t = V::fma(x, V::set(kLog2e), V::set(kRound));
+  const F nf = V::sub(t, V::set(kRound));
+  const I n = V::isub(V::bits(t), V::bits(V::set(kRound)));
+  F r = V::fma(nf, V::set(-kLn2Hi), x);
+  r = V::fma(nf, V::set(-kLn2Lo), r);
+  const F p = V::add(V::fma(V::mul(r, r), horner<V>(r, kP), r), V::set(1.0f));
+  const I n1 = V::template sra<1>(n);
+  const I n2 = V::isub(n, n1);
+  const F s1 = V::from_bits(V::template sll<23>(V::iadd(n1, V::iset(127))));
+  const F s2 = V::from_bits(V::template sll<23>(V::iadd(n2, V::iset(127))));
+  return V::mul(V::mul(p, s1), s2);
+}
+
+template <class V>
+inline typename V::F keep_nan(typename V::F x, typename V::F y) {
+  return V::select(V::is_nan(x), x, y);
+}
+
+template <class V>
+inline typename V::F exp(typename V::F x) {
+  return keep_nan<V>(x, exp_core<V>(x));
+}
+
+// log(x) = e ln2 + log(m), x = m 2^e with m in [sqrt(1/2), sqrt(2)); f = m - 1, s = f / (2 + f),
+// log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2)). Subnormal inputs are scaled into range first.
+template <class V>
+inline typename V::F log(typename V::F x) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440054690583e-4f;
+  // R(z) = z Q(z) on z in [0, 0.1716^2]: absolute error 9.6e-12.
+  static constexpr float kQ[] = {0x1.555554p-1f, 0x1.999a7ap-2f, 0x1.2438d8p-2f, 0x1.e2f666p-3f};
+  const auto tiny = V::lt(x, V::set(0x1p-126f));
+  const F xs = V::select(tiny, V::mul(x, V::set(0x1p23f)), x);
+  const F e_adjust = V::select(tiny, V::set(-23.0f), V::set(0.0f));
+  // Subtracting sqrt(1/2)'s bits leaves the exponent of the interval [sqrt(1/2), sqrt(2)) in the
+  // top bits; taking it away from x's bits leaves m.
+  const I shifted = V::isub(V::bits(xs), V::iset(0x3f3504f3));
+  const I e = V::template sra<23>(shifted);
+  const F m = V::from_bits(V::isub(V::bits(xs), V::template sll<23>(e)));
+  const F ef = V::add(V::to_float(e), e_adjust);
+  const F f = V::sub(m, V::set(1.0f));
+  const F s = V::div(f, V::add(V::set(2.0f), f));
+  const F z = V::mul(s, s);
+  const F r = V::mul(z, horner<V>(z, kQ));
+  const F hfsq = V::mul(V::set(0.5f), V::mul(f, f));
+  F y = V::fma(s, V::add(hfsq, r), V::mul(ef, V::set(kLn2Lo)));
+  y = V::add(V::sub(y, hfsq), f);
+  y = V::fma(ef, V::set(kLn2Hi), y);
+  const F inf = V::set(__builtin_inff());
+  y = V::select(V::eq(x, inf), inf, y);
+  y = V::select(V::eq(x, V::set(0.0f)), V::set(-__builtin_inff()), y);
+  y = V::select(V::lt(x, V::set(0.0f)), V::set(__builtin_nanf("")), y);
+  return keep_nan<V>(x, y);
+}
+
+// tanh(|x|) = |x| + |x|^3 P(x^2) below 0.625, else 1 - 2 / (e^{2|x|} + 1), which reaches 1 exactly
+// once e^{2|x|} is large (and inf); then x's sign (so tanh(-0) = -0).
+template <class V>
+inline typename V::F tanh(typename V::F x) {
+  using F = typename V::F;
+  // P on |x| < 0.625: relative error of tanh 1.6e-10.
+  static constexpr float kP[] = {-0x1.555554p-2f, 0x1.111066p-3f, -0x1.b9ee90p-5f,
+                                 0x1.638b58p-6f,  -0x1.0bf4fap-7f, 0x1.18e1d6p-9f};
+  const F a = V::abs(x);
+  const F z = V::mul(a, a);
+  const F small = V::fma(V::mul(a, z), horner<V>(z, kP), a);
+  const F e = exp_core<V>(V::add(a, a));
+  const F large = V::sub(V::set(1.0f), V::div(V::set(2.0f), V::add(e, V::set(1.0f))));
+  return keep_nan<V>(x, V::with_sign_of(V::select(V::lt(a, V::set(0.625f)), small, large), x));
+}
+
+// The stable logistic function: with e = e^{-|x|} in (0, 1], 1 / (1 + e) for x >= 0 and
+// e / (1 + e) below, so the exponential never overflows.
+template <class V>
+inline typename V::F sigmoid(typename V::F x) {
+  using F = typename V::F;
+  const F e = exp_core<V>(V::sub(V::set(0.0f), V::abs(x)));
+  const F num = V::select(V::ge(x, V::set(0.0f)), V::set(1.0f), e);
+  return keep_nan<V>(x, V::div(num, V::add(V::set(1.0f), e)));
+}
+
+// erf(|x|) = |x| + |x| R(x^2) below 1 (R(0) = 2/sqrt(pi) - 1: folding the leading 1 out keeps that
+// coefficient's rounding from costing most of an ulp); above, 1 - e^{-x^2} G(|x|) with
+// G(t) = erfc(t) e^{t^2} fitted on [1, 4] (in t - 2.5), |x| clamped to 4 since erf rounds to 1
+// from 3.92 on; then x's sign.
+template <class V>
+inline typename V::F erf(typename V::F x) {
+  using F = typename V::F;
+  // R on |x| < 1: relative error of erf 1.2e-9.
+  static constexpr float kSmall[] = {0x1.06eba8p-3f, -0x1.81273ep-2f, 0x1.ce2cf8p-4f,   -0x1.b7f90cp-6f,
+                                     0x1.5405b0p-8f, -0x1.a3f6fap-11f, 0x1.496a22p-14f};
+  // G on [1, 4]: error of erf 0.008 ulp(1).
+  static constexpr float kTail[] = {0x1.afbb3ap-3f,  -0x1.30891ap-4f,  0x1.98717ep-6f, -0x1.061df2p-7f,
+                                    0x1.4ac22ep-9f,  -0x1.538106p-11f, 0x1.d064a4p-13f, -0x1.25585ap-13f,
+                                    -0x1.f4c8f2p-15f, -0x1.db9e82p-16f};
+  const F a = V::abs(x);
+  const F small = V::fma(a, horner<V>(V::mul(a, a), kSmall), a);
+  const F t = V::min(a, V::set(4.0f));
+  const F g = horner<V>(V::sub(t, V::set(2.5f)), kTail);
+  const F e = exp_core<V>(V::sub(V::set(0.0f), V::mul(t, t)));
+  const F large = V::sub(V::set(1.0f), V::mul(e, g));
+  return keep_nan<V>(x, V::with_sign_of(V::select(V::lt(a, V::set(1.0f)), small, large), x));
+}
+
+// y[i] = f(x[i]) over whole vectors, then the tail padded to one vector (so a tail element gets
+// the bits it would get anywhere else). y may equal x.
+template <class V, class Fn>
+inline void map_array(const float* x, float* y, long n, Fn f) {
+  long i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) V::store(y + i, f(V::load(x + i)));
+  if (i == n) return;
+  float pad[V::kLanes];
+  for (int j = 0; j < V::kLanes; ++j) pad[j] = i + j < n ? x[i + j] : 0.0f;
+  V::store(pad, f(V::load(pad)));
+  for (long j = 0; i + j < n; ++j) y[i + j] = pad[j];
+}
+
+template <class V>
+struct Functions {
+  static void exp_array(const float* x, float* y, long n) { map_array<V>(x, y, n, exp<V>); }
+  static void log_array(const float* x, float* y, long n) { map_array<V>(x, y, n, log<V>); }
+  static void tanh_array(const float* x, float* y, long n) { map_array<V>(x, y, n, tanh<V>); }
+  static void sigmoid_array(const float* x, float* y, long n) { map_array<V>(x, y, n, sigmoid<V>); }
+  static void erf_array(const float* x, float* y, long n) { map_array<V>(x, y, n, erf<V>); }
+};
+
+}  // namespace vmath_impl

@@ -1,0 +1,161 @@
+// weft's float32 transcendentals (kernels/cpu/vector_math.h): their error against float64 libm
+// over a dense sample of every binade stays within the bounds the header documents; special values
+// follow libm; and every instruction-set variant this CPU has gives the scalar variant's bits, at
+// every array length (tails padded to a vector) and in place.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/vector_math.h"
+
+namespace weft::cpu {
+namespace {
+
+struct Function {
+  const char* name;
+  UnaryMath op;
+  FloatArrayFn VectorMathTable::*entry;
+  double (*reference)(double);
+  double max_ulps;  // the bound vector_math.h documents
+};
+
+double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+const Function kFunctions[] = {
+    {"exp", UnaryMath::kExp, &VectorMathTable::exp, [](double x) { return std::exp(x); }, 1.5},
+    {"log", UnaryMath::kLog, &VectorMathTable::log, [](double x) { return std::log(x); }, 1.5},
+    {"tanh", UnaryMath::kTanh, &VectorMathTable::tanh, [](double x) { return std::tanh(x); }, 2.0},
+    {"sigmoid", UnaryMath::kSigmoid, &VectorMathTable::sigmoid, sigmoid_ref, 3.0},
+    {"erf", UnaryMath::kErf, &VectorMathTable::erf, [](double x) { return std::erf(x); }, 1.5},
+};
+
+// Every 4099th bit pattern (a prime stride, so every mantissa region is hit), both signs, with
+// the infinities, NaN, zeros and the extremes of the float range added.
+std::vector<float> sample() {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    const float x = std::bit_cast<float>(static_cast<uint32_t>(b));
+    if (!std::isnan(x)) xs.push_back(x);
+  }
+  for (float v : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+                  std::numeric_limits<float>::denorm_min(), 88.7228394f, 88.72284f, -87.33654f, -103.9720840f, 0.625f,
+                  -0.625f, 1.0f, -1.0f, 3.92f, 4.0f, 1e-30f, -1e-30f})
+    xs.push_back(v);
+  return xs;
+}
+
+// The distance between `y` and the exact value r in units of the float spacing at r.
+double ulps(float y, double r) {
+  const float rf = static_cast<float>(r);
+  if (std::isinf(rf) || std::isinf(y)) return y == rf ? 0.0 : std::numeric_limits<double>::infinity();
+  int e = 0;
+  std::frexp(r, &e);  // |r| in [2^(e-1), 2^e)
+  const double spacing = std::ldexp(1.0, std::max(e - 1, -126) - 23);
+  return std::abs(static_cast<double>(y) - r) / spacing;
+}
+
+TEST(VectorMath, ErrorAgainstFloat64IsWithinTheDocumentedBound) {
+  const std::vector<float> xs = sample();
+  std::vector<float> ys(xs.size());
+  for (const Function& f : kFunctions) {
+    unary_math(f.op, xs.data(), ys.data(), static_cast<int64_t>(xs.size()));
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double r = f.reference(static_cast<double>(xs[i]));
+      if (std::isnan(r)) {
+        EXPECT_TRUE(std::isnan(ys[i])) << f.name << "(" << xs[i] << ") = " << ys[i] << ", not NaN";
+        continue;
+      }
+      const double e = ulps(ys[i], r);
+      if (e > worst) worst = e, worst_x = xs[i];
+    }
+    EXPECT_LE(worst, f.max_ulps) << f.name << ": " << worst << " ulps at x = " << worst_x;
+    std::printf("%-8s max error %.3f ulps (at %.9g) on %s\n", f.name, worst, static_cast<double>(worst_x),
+                vector_isa_name(vector_math_isa()));
+  }
+}
+
+TEST(VectorMath, SpecialValuesFollowLibm) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto at = [](UnaryMath op, float x) {
+    float y = 0;
+    unary_math(op, &x, &y, 1);
+    return y;
+  };
+  EXPECT_EQ(at(UnaryMath::kExp, inf), inf);
+  EXPECT_EQ(at(UnaryMath::kExp, -inf), 0.0f);
+  EXPECT_EQ(at(UnaryMath::kExp, 0.0f), 1.0f);
+  EXPECT_EQ(at(UnaryMath::kExp, 89.0f), inf);
+  EXPECT_EQ(at(UnaryMath::kExp, -104.0f), 0.0f);
+  EXPECT_GT(at(UnaryMath::kExp, -100.0f), 0.0f);  // subnormal, not flushed
+  EXPECT_EQ(at(UnaryMath::kLog, 1.0f), 0.0f);
+  EXPECT_EQ(at(UnaryMath::kLog, 0.0f), -inf);
+  EXPECT_EQ(at(UnaryMath::kLog, -0.0f), -inf);
+  EXPECT_EQ(at(UnaryMath::kLog, inf), inf);
+  EXPECT_TRUE(std::isnan(at(UnaryMath::kLog, -1.0f)));
+  EXPECT_TRUE(std::isnan(at(UnaryMath::kLog, -inf)));
+  EXPECT_EQ(at(UnaryMath::kTanh, inf), 1.0f);
+  EXPECT_EQ(at(UnaryMath::kTanh, -inf), -1.0f);
+  EXPECT_EQ(at(UnaryMath::kTanh, 20.0f), 1.0f);
+  EXPECT_TRUE(std::signbit(at(UnaryMath::kTanh, -0.0f)));
+  EXPECT_EQ(at(UnaryMath::kSigmoid, inf), 1.0f);
+  EXPECT_EQ(at(UnaryMath::kSigmoid, -inf), 0.0f);
+  EXPECT_EQ(at(UnaryMath::kSigmoid, 0.0f), 0.5f);
+  EXPECT_EQ(at(UnaryMath::kErf, inf), 1.0f);
+  EXPECT_EQ(at(UnaryMath::kErf, -inf), -1.0f);
+  EXPECT_EQ(at(UnaryMath::kErf, 5.0f), 1.0f);
+  EXPECT_TRUE(std::signbit(at(UnaryMath::kErf, -0.0f)));
+  for (const Function& f : kFunctions) EXPECT_TRUE(std::isnan(at(f.op, nan))) << f.name;
+}
+
+TEST(VectorMath, EveryInstructionSetGivesTheScalarBits) {
+  const VectorMathTable* scalar = vector_math_table(VectorIsa::kScalar);
+  ASSERT_NE(scalar, nullptr);
+  std::vector<float> xs = sample();
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  const auto n = static_cast<int64_t>(xs.size());
+  int variants = 0;
+  for (VectorIsa isa : {VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+    const VectorMathTable* table = vector_math_table(isa);
+    if (!table) continue;  // this CPU lacks it
+    ++variants;
+    for (const Function& f : kFunctions) {
+      std::vector<float> want(xs.size()), got(xs.size());
+      (scalar->*f.entry)(xs.data(), want.data(), n);
+      (table->*f.entry)(xs.data(), got.data(), n);
+      for (size_t i = 0; i < xs.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << f.name << " on " << vector_isa_name(isa) << " at x = " << xs[i];
+      // Every length from 0 to 40 at an odd offset, and in place: the tail elements get the same
+      // bits as the body's.
+      for (int64_t len = 0; len <= 40; ++len) {
+        std::vector<float> part(xs.begin() + 3, xs.begin() + 3 + len);
+        (table->*f.entry)(part.data(), part.data(), len);
+        for (int64_t i = 0; i < len; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(part[i]), std::bit_cast<uint32_t>(want[3 + i]))
+              << f.name << " on " << vector_isa_name(isa) << ", length " << len << ", element " << i;
+      }
+    }
+  }
+  std::printf("compared %d vector variant(s) with the scalar one\n", variants);
+}
+
+TEST(VectorMath, Float64IsLibm) {
+  const std::vector<double> xs = {-3.5, -0.25, 0.0, 0.5, 2.0, 30.0};
+  std::vector<double> ys(xs.size());
+  unary_math(UnaryMath::kErf, xs.data(), ys.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(ys[i], std::erf(xs[i]));
+  unary_math(UnaryMath::kSigmoid, xs.data(), ys.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(ys[i], sigmoid_ref(xs[i]), 1e-16);
+}
+
+}  // namespace
+}  // namespace weft::cpu
