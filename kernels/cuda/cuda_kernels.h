@@ -24,5 +24,6 @@ void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broa
 void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter (cuDNN)
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 void register_normalization_kernels();  // normalization.cu: FusedBatchNorm FusedBatchNormGrad
+void register_attention_kernels();      // attention.cu: ScaledDotProductAttention(Grad)
 
 }  // namespace weft::cuda

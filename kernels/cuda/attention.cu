@@ -1,0 +1,263 @@
+// CUDA kernels of ScaledDotProductAttention and its gradient (kernels/cpu/attention.cpp is the
+// reference; kernels/defs/attention.cpp says what they compute): float32 and float64, and float16 /
+// bfloat16 computed in float and rounded once.
+//
+// Straightforward kernels of weft's own, correct before fast: one thread per query row for the
+// output and dq, one per key row for dk and dv, each walking the other sequence with the same
+// rules (mask, bottom-right causal alignment, Philox dropout by element index) as the CPU, and
+// accumulating in float (double for float64). Memory stays linear in the sequence. A tiled
+// kernel in shared memory, and cuDNN's fused attention for 16-bit types, are the next steps
+// (the issue's GPU goal); neither has run here, where no GPU is lent.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_half.cuh"
+#include "kernels/philox.h"
+#include "runtime/cuda/cuda_context.h"
+#include "runtime/kernel_registry.h"
+
+namespace weft::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+struct Geo {
+  int64_t heads, sq, sk, d, dv;
+  double scale, dropout;
+  bool causal;
+  uint64_t seed;
+  const bool* mask;
+  int64_t ms[4];
+};
+
+__device__ int64_t last_key(const Geo& g, int64_t i) {
+  const int64_t last = g.causal ? i + g.sk - g.sq : g.sk - 1;
+  return last < g.sk - 1 ? last : g.sk - 1;
+}
+
+__device__ bool visible(const Geo& g, int64_t bh, int64_t i, int64_t j) {
+  if (j > last_key(g, i)) return false;
+  if (!g.mask) return true;
+  const int64_t b = bh / g.heads, h = bh % g.heads;
+  return g.mask[b * g.ms[0] + h * g.ms[1] + i * g.ms[2] + j * g.ms[3]];
+}
+
+template <class P>
+__device__ P keep_factor(const Geo& g, int64_t bh, int64_t i, int64_t j) {
+  if (g.dropout <= 0) return P(1);
+  const uint64_t e = static_cast<uint64_t>((bh * g.sq + i) * g.sk + j);
+  // std::array's operator[] is a host constexpr function: copy the words out instead.
+  const auto words = Philox4x32(g.seed)(e / 4);
+  uint32_t x[4];
+  memcpy(x, &words, sizeof(x));
+  const uint32_t word = x[e % 4];
+  return unit_float(word) >= static_cast<float>(g.dropout) ? static_cast<P>(1.0 / (1.0 - g.dropout)) : P(0);
+}
+
+template <class T, class P>
+__device__ P score(const Geo& g, const T* qh, const T* kh, int64_t i, int64_t j) {
+  P s = 0;
+  for (int64_t c = 0; c < g.d; ++c) s += static_cast<P>(to_compute(qh[i * g.d + c])) * static_cast<P>(to_compute(kh[j * g.d + c]));
+  return s * static_cast<P>(g.scale);
+}
+
+template <class T, class P>
+__global__ void forward_kernel(Geo g, const T* q, const T* k, const T* v, T* out, P* lse, P* acc, int64_t rows) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t bh = row / g.sq, i = row % g.sq;
+  const T* qh = q + bh * g.sq * g.d;
+  const T* kh = k + bh * g.sk * g.d;
+  const T* vh = v + bh * g.sk * g.dv;
+  P* a = acc + row * g.dv;
+  P m = -INFINITY;
+  for (int64_t j = 0; j < g.sk; ++j)
+    if (visible(g, bh, i, j)) m = fmax(m, score<T, P>(g, qh, kh, i, j));
+  for (int64_t c = 0; c < g.dv; ++c) a[c] = 0;
+  if (m == -INFINITY) {
+    for (int64_t c = 0; c < g.dv; ++c) out[row * g.dv + c] = from_compute<T>(static_cast<Compute<T>>(0));
+    lse[row] = -INFINITY;
+    return;
+  }
+  P l = 0;
+  for (int64_t j = 0; j < g.sk; ++j) {
+    if (!visible(g, bh, i, j)) continue;
+    const P p = exp(score<T, P>(g, qh, kh, i, j) - m);
+    l += p;
+    const P pd = p * keep_factor<P>(g, bh, i, j);
+    for (int64_t c = 0; c < g.dv; ++c) a[c] += pd * static_cast<P>(to_compute(vh[j * g.dv + c]));
+  }
+  for (int64_t c = 0; c < g.dv; ++c) out[row * g.dv + c] = from_compute<T>(static_cast<Compute<T>>(a[c] / l));
+  lse[row] = m + log(l);
+}
+
+// D_i = dout_i . out_i
+template <class T, class P>
+__global__ void delta_kernel(Geo g, const T* dout, const T* out, P* delta, int64_t rows) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  P s = 0;
+  for (int64_t c = 0; c < g.dv; ++c)
+    s += static_cast<P>(to_compute(dout[row * g.dv + c])) * static_cast<P>(to_compute(out[row * g.dv + c]));
+  delta[row] = s;
+}
+
+// P, and dS = P (dP - D), of one (query i, key j).
+template <class T, class P>
+__device__ void probability_and_ds(const Geo& g, const T* qh, const T* kh, const T* vh, const T* douth, const P* lseh,
+                                   const P* deltah, int64_t bh, int64_t i, int64_t j, P* p_dropped, P* ds) {
+  const P p = exp(score<T, P>(g, qh, kh, i, j) - lseh[i]);
+  P dp = 0;
+  for (int64_t c = 0; c < g.dv; ++c)
+    dp += static_cast<P>(to_compute(douth[i * g.dv + c])) * static_cast<P>(to_compute(vh[j * g.dv + c]));
+  const P keep = keep_factor<P>(g, bh, i, j);
+  *p_dropped = p * keep;
+  *ds = p * (dp * keep - deltah[i]);
+}
+
+template <class T, class P>
+__global__ void dq_kernel(Geo g, const T* q, const T* k, const T* v, const T* dout, const P* lse, const P* delta,
+                          T* dq, P* acc, int64_t rows) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t bh = row / g.sq, i = row % g.sq;
+  const T* kh = k + bh * g.sk * g.d;
+  P* a = acc + row * g.d;
+  for (int64_t c = 0; c < g.d; ++c) a[c] = 0;
+  if (lse[row] != -INFINITY) {
+    for (int64_t j = 0; j < g.sk; ++j) {
+      if (!visible(g, bh, i, j)) continue;
+      P pd, ds;
+      probability_and_ds<T, P>(g, q + bh * g.sq * g.d, kh, v + bh * g.sk * g.dv, dout + bh * g.sq * g.dv,
+                               lse + bh * g.sq, delta + bh * g.sq, bh, i, j, &pd, &ds);
+      for (int64_t c = 0; c < g.d; ++c) a[c] += ds * static_cast<P>(to_compute(kh[j * g.d + c]));
+    }
+  }
+  for (int64_t c = 0; c < g.d; ++c)
+    dq[row * g.d + c] = from_compute<T>(static_cast<Compute<T>>(a[c] * static_cast<P>(g.scale)));
+}
+
+template <class T, class P>
+__global__ void dkv_kernel(Geo g, const T* q, const T* k, const T* v, const T* dout, const P* lse, const P* delta,
+                           T* dk, T* dv, P* acc, int64_t keys) {
+  const int64_t key = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (key >= keys) return;
+  const int64_t bh = key / g.sk, j = key % g.sk;
+  const T* qh = q + bh * g.sq * g.d;
+  const T* douth = dout + bh * g.sq * g.dv;
+  P* ak = acc + key * (g.d + g.dv);
+  P* av = ak + g.d;
+  for (int64_t c = 0; c < g.d + g.dv; ++c) ak[c] = 0;
+  for (int64_t i = 0; i < g.sq; ++i) {
+    if (lse[bh * g.sq + i] == -INFINITY || !visible(g, bh, i, j)) continue;
+    P pd, ds;
+    probability_and_ds<T, P>(g, qh, k + bh * g.sk * g.d, v + bh * g.sk * g.dv, douth, lse + bh * g.sq,
+                             delta + bh * g.sq, bh, i, j, &pd, &ds);
+    for (int64_t c = 0; c < g.d; ++c) ak[c] += ds * static_cast<P>(to_compute(qh[i * g.d + c]));
+    for (int64_t c = 0; c < g.dv; ++c) av[c] += pd * static_cast<P>(to_compute(douth[i * g.dv + c]));
+  }
+  for (int64_t c = 0; c < g.d; ++c)
+    dk[key * g.d + c] = from_compute<T>(static_cast<Compute<T>>(ak[c] * static_cast<P>(g.scale)));
+  for (int64_t c = 0; c < g.dv; ++c) dv[key * g.dv + c] = from_compute<T>(static_cast<Compute<T>>(av[c]));
+}
+
+// The geometry from the attributes and the inputs (q at `first`); the seed is read back from the
+// device, once per call, when there is dropout.
+// q is input `first`; the optional mask and seed follow input `extra` on.
+Geo geometry(KernelContext& ctx, int first, int extra) {
+  Geo g{};
+  const Shape& q = ctx.input(first).shape();
+  const Shape& v = ctx.input(first + 2).shape();
+  g.heads = q[1];
+  g.sq = q[2];
+  g.d = q[3];
+  g.sk = v[2];
+  g.dv = v[3];
+  g.scale = ctx.attrs.get<double>("scale");
+  g.causal = ctx.attrs.get<bool>("causal");
+  g.dropout = ctx.attrs.get_or<double>("dropout", 0.0);
+  int next = extra;
+  if (ctx.attrs.get_or<bool>("has_mask", false)) {
+    const Tensor& m = ctx.input(next++);
+    g.mask = static_cast<const bool*>(m.raw_data());
+    const int64_t r = m.shape().rank();
+    int64_t stride = 1;
+    for (int64_t d = r - 1; d >= 0; --d) {
+      g.ms[4 - r + d] = m.shape()[d] == 1 ? 0 : stride;
+      stride *= m.shape()[d];
+    }
+  }
+  if (g.dropout > 0) {
+    int64_t seed = 0;
+    cudaMemcpyAsync(&seed, ctx.input(next).raw_data(), sizeof(seed), cudaMemcpyDeviceToHost,
+                    cuda_context(ctx).stream);
+    cudaStreamSynchronize(cuda_context(ctx).stream);
+    g.seed = static_cast<uint64_t>(seed);
+  }
+  return g;
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+template <class T, class P>
+void attention(KernelContext& ctx) {
+  const Geo g = geometry(ctx, 0, 3);
+  const int64_t rows = ctx.output(1).size();
+  if (rows == 0) return;
+  Tensor acc = Tensor::empty(ctx.output(1).dtype(), Shape{rows * g.dv}, &ctx.device);
+  forward_kernel<T, P><<<blocks_for(rows), kThreads, 0, cuda_context(ctx).stream>>>(
+      g, static_cast<const T*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()), static_cast<const T*>(ctx.input(2).raw_data()), static_cast<T*>(ctx.output(0).raw_data()),
+      static_cast<P*>(ctx.output(1).raw_data()), static_cast<P*>(acc.raw_data()), rows);
+  check_launch(ctx);
+}
+
+template <class T, class P>
+void attention_grad(KernelContext& ctx) {
+  const Geo g = geometry(ctx, 1, 6);
+  const int64_t rows = ctx.input(5).size();
+  cudaStream_t stream = cuda_context(ctx).stream;
+  const DType pd = ctx.input(5).dtype();
+  Tensor delta = Tensor::empty(pd, Shape{rows}, &ctx.device);
+  const T* dout = static_cast<const T*>(ctx.input(0).raw_data());
+  const T* q = static_cast<const T*>(ctx.input(1).raw_data());
+  const T* k = static_cast<const T*>(ctx.input(2).raw_data());
+  const T* v = static_cast<const T*>(ctx.input(3).raw_data());
+  const P* lse = static_cast<const P*>(ctx.input(5).raw_data());
+  P* dl = static_cast<P*>(delta.raw_data());
+  if (rows > 0) {
+    delta_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, dout, static_cast<const T*>(ctx.input(4).raw_data()), dl, rows);
+    check_launch(ctx);
+    Tensor acc = Tensor::empty(pd, Shape{rows * g.d}, &ctx.device);
+    dq_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(ctx.output(0).raw_data()),
+                                                              static_cast<P*>(acc.raw_data()), rows);
+    check_launch(ctx);
+  }
+  const int64_t nkeys = ctx.input(2).size() / (g.d > 0 ? g.d : 1);
+  if (nkeys > 0) {
+    Tensor acc = Tensor::empty(pd, Shape{nkeys * (g.d + g.dv)}, &ctx.device);
+    dkv_kernel<T, P><<<blocks_for(nkeys), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(ctx.output(1).raw_data()),
+                                                                static_cast<T*>(ctx.output(2).raw_data()),
+                                                                static_cast<P*>(acc.raw_data()), nkeys);
+    check_launch(ctx);
+  }
+}
+
+template <class T, class P>
+void register_dtype(DType dt) {
+  register_kernel("ScaledDotProductAttention", DeviceType::CUDA, dt, attention<T, P>);
+  register_kernel("ScaledDotProductAttentionGrad", DeviceType::CUDA, dt, attention_grad<T, P>);
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  register_dtype<float, float>(float32);
+  register_dtype<double, double>(float64);
+  register_dtype<Half, float>(float16);
+  register_dtype<BFloat16, float>(bfloat16);
+}
+
+}  // namespace weft::cuda
