@@ -22,6 +22,42 @@ Tensor concat(const std::vector<Tensor>& values, int64_t axis, const SourceLocat
   return dispatch1(op, std::span<const Tensor>(values), {{"axis", axis}}, loc);
 }
 
+std::vector<Tensor> split(const Tensor& x, int64_t num, int64_t axis, const SourceLocation& loc) {
+  const int64_t rank = x.shape().rank();
+  if (axis < -rank || axis >= rank)
+    throw InvalidArgument("[split] axis " + std::to_string(axis) + " is out of range for x " + x.shape().to_string());
+  if (axis < 0) axis += rank;
+  const int64_t n = x.shape()[axis];
+  if (num <= 0 || n < 0 || n % num != 0)
+    throw InvalidArgument("[split] cannot split dim " + std::to_string(axis) + " of x " + x.shape().to_string() +
+                          " into " + std::to_string(num) + " equal parts");
+  std::vector<Tensor> parts;
+  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), size(static_cast<size_t>(rank), -1);
+  size[static_cast<size_t>(axis)] = n / num;
+  for (int64_t i = 0; i < num; ++i) {
+    begin[static_cast<size_t>(axis)] = i * (n / num);
+    parts.push_back(slice(x, begin, size, loc));
+  }
+  return parts;
+}
+
+Tensor stack(const std::vector<Tensor>& values, int64_t axis, const SourceLocation& loc) {
+  if (values.empty()) throw InvalidArgument("[stack] needs at least one tensor to stack, got none");
+  const Shape& first = values[0].shape();
+  for (const Tensor& v : values)
+    if (v.shape() != first)
+      throw InvalidArgument("[stack] every tensor must have one shape: " + first.to_string() + " and " +
+                            v.shape().to_string() + " differ");
+  const int64_t rank = first.rank() + 1;
+  if (axis < -rank || axis >= rank)
+    throw InvalidArgument("[stack] axis " + std::to_string(axis) + " is out of range for a result of rank " +
+                          std::to_string(rank));
+  if (axis < 0) axis += rank;
+  std::vector<Tensor> expanded;
+  for (const Tensor& v : values) expanded.push_back(expand_dims(v, axis, loc));
+  return expanded.size() == 1 ? expanded[0] : concat(expanded, axis, loc);
+}
+
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size,
              const SourceLocation& loc) {
   static const OpDef& op = op_def("Slice");

@@ -3,6 +3,7 @@
 //   reshape(x, {2, -1});  transpose(x);  transpose(x, {0, 2, 1});
 //   concat({a, b}, 0);    slice(x, {0, 1}, {2, -1});   gather(params, indices, 1);
 //   one_hot(labels, 10);  expand_dims(x, 0);  squeeze(x);  identity(x, "y");
+//   split(x, 3, -1);      stack({a, b}, 0);
 #pragma once
 
 #include <string>
@@ -19,6 +20,11 @@ Tensor reshape(const Tensor& x, const Shape& shape, const SourceLocation& loc = 
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm = {},
                  const SourceLocation& loc = SourceLocation::current());
 Tensor concat(const std::vector<Tensor>& values, int64_t axis, const SourceLocation& loc = SourceLocation::current());
+// `num` equal parts of x along `axis` (whose size must be known and divisible by num), as slices.
+std::vector<Tensor> split(const Tensor& x, int64_t num, int64_t axis = 0,
+                          const SourceLocation& loc = SourceLocation::current());
+// The values (of one shape) along a new axis `axis` of the result (-1: a new last axis).
+Tensor stack(const std::vector<Tensor>& values, int64_t axis = 0, const SourceLocation& loc = SourceLocation::current());
 // size[i] == -1 takes everything from begin[i] to the end of dim i.
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size,
              const SourceLocation& loc = SourceLocation::current());
