@@ -7,8 +7,9 @@
 //
 //   1. add_then_relu: relu(a + b) on 4 floats (seed 004's exercise)
 //   2. seed 000: four Dense layers 784-128-128-128-10 over 60000x784, returning the logits
-//   3. seed 004 shallow: Keras Dense 10/20/30 called on [60, 28, 28] (Dense on the last axis)
-//   4. seed 004 deep: Dense 1000/2000/3000 on the same input
+//   3. seed 004 shallow: Keras Dense(10, relu), Dense(20, relu), Dense(30, softmax) called on
+//      [60, 28, 28] (Dense on the last axis), the activations as the seed writes them
+//   4. seed 004 deep: Dense 1000/2000/3000, relu, relu, softmax, on the same input
 //   5. the MLP training step, batch 256, SGD, tape inside the step
 // Pass --quick for fewer calls.
 #include <array>
@@ -81,23 +82,25 @@ Times add_then_relu(bool quick) {
   return paired([&] { Tensor y = relu(a + b); }, [&] { Tensor y = traced(a, b); }, quick ? 20000 : 100000, 20);
 }
 
-nn::Sequential dense_stack(const std::vector<int64_t>& widths, bool relu_between) {
+// Dense layers of `widths` with relu between them and `last` (none: the logits) on the last one.
+nn::Sequential dense_stack(const std::vector<int64_t>& widths, nn::Activation last = nullptr) {
   std::vector<nn::Module> layers;
   for (size_t i = 0; i < widths.size(); ++i)
-    layers.push_back(nn::Dense(widths[i], relu_between && i + 1 < widths.size() ? nn::Activation(nn::relu) : nullptr));
+    layers.push_back(nn::Dense(widths[i], i + 1 < widths.size() ? nn::Activation(nn::relu) : last));
   return nn::Sequential(std::move(layers));
 }
 
 Times seed000_forward(bool quick) {
   Tensor x = random::uniform({60000, 784}, 0, 1, 3);
-  nn::Sequential model = dense_stack({128, 128, 128, 10}, true);
+  nn::Sequential model = dense_stack({128, 128, 128, 10});
   auto traced = function([&](Tensor in) { return model(in); });
   return paired([&] { Tensor y = model(x); }, [&] { Tensor y = traced(x); }, quick ? 2 : 6, quick ? 2 : 3);
 }
 
 Times seed004(bool deep, bool quick) {
   Tensor x = random::uniform({60, 28, 28}, 0, 1, 4);
-  nn::Sequential model = deep ? dense_stack({1000, 2000, 3000}, false) : dense_stack({10, 20, 30}, false);
+  const std::vector<int64_t> widths = deep ? std::vector<int64_t>{1000, 2000, 3000} : std::vector<int64_t>{10, 20, 30};
+  nn::Sequential model = dense_stack(widths, nn::softmax);
   auto traced = function([&](Tensor in) { return model(in); });
   const int calls = deep ? (quick ? 2 : 6) : (quick ? 500 : 2000);
   return paired([&] { Tensor y = model(x); }, [&] { Tensor y = traced(x); }, calls, deep ? (quick ? 2 : 3) : 10);
@@ -106,8 +109,8 @@ Times seed004(bool deep, bool quick) {
 Times mlp_train_step(bool quick) {
   Tensor x = random::normal({256, 784}, 0, 1, 1);
   Tensor y = cast(random::uniform({256}, 0, 9.99, 2), int32);
-  nn::Sequential eager_model = dense_stack({128, 128, 128, 10}, true);
-  nn::Sequential traced_model = dense_stack({128, 128, 128, 10}, true);
+  nn::Sequential eager_model = dense_stack({128, 128, 128, 10});
+  nn::Sequential traced_model = dense_stack({128, 128, 128, 10});
   optim::SGD eager_sgd(0.01), traced_sgd(0.01);
   auto step = [](nn::Sequential& m, optim::SGD& opt, const Tensor& xb, const Tensor& yb) {
     GradientTape tape;

@@ -58,9 +58,10 @@ def main():
 
     # Seed 004: Keras models called on a [60, 28, 28] input; Dense acts on the last axis.
     x = tf.constant(rng.uniform(size=(60, 28, 28)).astype(np.float32))
-    shallow = tf.keras.Sequential([tf.keras.layers.Dense(n) for n in (10, 20, 30)])
+    # As the seed writes them: relu, relu, softmax.
+    shallow = dense_stack([10, 20, 30], "softmax")
     results["seed004_shallow"] = eager_and_traced(lambda t: shallow(t), (x,), 100 if QUICK else 500, 3)
-    deep = tf.keras.Sequential([tf.keras.layers.Dense(n) for n in (1000, 2000, 3000)])
+    deep = dense_stack([1000, 2000, 3000], "softmax")
     results["seed004_deep"] = eager_and_traced(lambda t: deep(t), (x,), 2 if QUICK else 5, 3)
 
     # The MLP training step, batch 256, SGD, with the tape inside the step.
