@@ -1,9 +1,11 @@
 // The transformer issue's benchmarks, beside libtorch in the same run. So far: the elementwise
 // transcendental functions and softmax on 5 M float32 ([1667, 3000]), against libtorch on every
 // core and against the machine's copy bandwidth (the better of libtorch's clone and weft's neg,
-// both one read and one write of the tensor, as each function here is).
+// both one read and one write of the tensor, as each function here is); and causal attention,
+// forward and backward, the fused op against the composed ops, at sequences of 256 and 1024.
 //
 //   bench_transformers [--quick]
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -33,6 +35,30 @@ struct Case {
 };
 
 std::string ms(double s) { return s > 0 ? fmt("%.2f ms", s * 1e3) : "n/a"; }
+
+// Causal self-attention on [4, 4, seq, 32] (nanoGPT's CPU configuration has 4 heads of 32),
+// forward and the gradients of q, k and v: the fused op against the composed ops a user would
+// otherwise write (scores, an additive -inf mask, softmax, the product with v).
+double attention_step(bool fused, int64_t seq, int calls, int repeats) {
+  const Tensor q = random::normal({4, 4, seq, 32}, 0, 1, 1), k = random::normal({4, 4, seq, 32}, 0, 1, 2);
+  const Tensor v = random::normal({4, 4, seq, 32}, 0, 1, 3), w = random::normal({4, 4, seq, 32}, 0, 1, 4);
+  std::vector<float> bias(static_cast<size_t>(seq * seq), 0.0f);
+  for (int64_t i = 0; i < seq; ++i)
+    for (int64_t j = i + 1; j < seq; ++j) bias[static_cast<size_t>(i * seq + j)] = -INFINITY;
+  const Tensor mask = constant(bias, Shape{seq, seq});
+  return bench::seconds_per_call(
+      [&] {
+        GradientTape tape;
+        tape.watch(q);
+        tape.watch(k);
+        tape.watch(v);
+        const Tensor o = fused ? scaled_dot_product_attention(q, k, v, {.causal = true})
+                               : matmul(softmax(add(mul(matmul(q, k, false, true), 1.0f / std::sqrt(32.0f)), mask), -1), v);
+        const std::vector<Tensor> g = tape.gradient(reduce_sum(mul(o, w)), {q, k, v});
+        (void)g;  // eager: every op has run by now
+      },
+      calls, repeats);
+}
 
 }  // namespace
 
@@ -128,6 +154,17 @@ int main(int argc, char** argv) {
     std::printf("| %-26s | %-10s | %-10s | %-12s | %-16s | %-15s |\n", c.name.c_str(), ms(w).c_str(), ms(t).c_str(),
                 t > 0 ? fmt("%.2fx", w / t).c_str() : "n/a", fmt("%.0f %%", 100.0 * copy / w).c_str(),
                 "<= 0.5x, >= 50%");
+  }
+
+  std::printf("\n| %-44s | %-10s | %-10s | %-12s | %-8s |\n", "attention, causal, [4, 4, seq, 32], fwd + bwd",
+              "fused op", "composed", "fused / comp", "goal");
+  std::printf("|%s|%s|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(12, '-').c_str(),
+              std::string(12, '-').c_str(), std::string(14, '-').c_str(), std::string(10, '-').c_str());
+  for (int64_t seq : {256, 1024}) {
+    const int n = seq > 512 ? (quick ? 1 : 3) : (quick ? 3 : 10);
+    const double f = attention_step(true, seq, n, repeats), c = attention_step(false, seq, n, repeats);
+    std::printf("| %-44s | %-10s | %-10s | %-12s | %-8s |\n", ("sequence " + std::to_string(seq)).c_str(),
+                ms(f).c_str(), ms(c).c_str(), fmt("%.2fx", f / c).c_str(), "<= 0.5x");
   }
   return 0;
 }
