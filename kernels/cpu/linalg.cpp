@@ -1,5 +1,6 @@
 // CPU MatMul: float32/float64 through gemm.h (weft's own GEMM or CBLAS, threaded on the pool),
-// integers through a plain row-parallel loop. Batch dims broadcast; each batch is one GEMM call,
+// integers through a plain row-parallel loop. Batch dims broadcast; each batch is one GEMM call
+// (small ones in parallel over the pool, one per task),
 // except that a batch of A's against a single B is one GEMM over all of their rows.
 #include <cblas.h>
 
@@ -79,11 +80,24 @@ void matmul_kernel(KernelContext& ctx) {
     std::fill(c, c + c_mat * g.batches, T(0));
     return;
   }
-  for (int64_t i = 0; i < g.batches; ++i) {
-    if constexpr (std::is_floating_point_v<T>) {
-      const GemmArgs args{g.m, g.n, g.k, g.ta, g.tb, g.lda, g.ldb, g.n};
-      gemm_rows<T>(ctx.pool(), args, a + g.a_off[i], b + g.b_off[i], c + i * c_mat);
+  if constexpr (std::is_floating_point_v<T>) {
+    const GemmArgs args{g.m, g.n, g.k, g.ta, g.tb, g.lda, g.ldb, g.n};
+    auto product = [&](int64_t i) { gemm_rows<T>(ctx.pool(), args, a + g.a_off[i], b + g.b_off[i], c + i * c_mat); };
+    // A batch of small products (attention's, one per head) runs its products in parallel, one
+    // task each. Each is one that gemm_rows keeps on one thread anyway (below kMinTileWork), and
+    // inside a pool task it runs exactly as it would alone, so the bits are those of the
+    // one-after-another loop.
+    const int64_t work = g.m * g.n * g.k;
+    if (g.batches > 1 && work < kMinTileWork) {
+      ctx.pool().parallel_for(g.batches, std::max<int64_t>(1, kMinTileWork / std::max<int64_t>(work, 1)),
+                              [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) product(i);
+      });
     } else {
+      for (int64_t i = 0; i < g.batches; ++i) product(i);
+    }
+  } else {
+    for (int64_t i = 0; i < g.batches; ++i) {
       const T* pa = a + g.a_off[i];
       const T* pb = b + g.b_off[i];
       T* pc = c + i * c_mat;

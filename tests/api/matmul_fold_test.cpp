@@ -65,6 +65,22 @@ TEST(MatMulFold, BatchTimesMatrixEqualsPerSlice) {
   check_fold<float>({40, 64, 96}, {96, 130}, false, false, "large enough to be split over threads");
 }
 
+// Many small products, both operands batched (attention's, one per head): they run in parallel
+// over the pool, and each has the bits of the same product computed on its own.
+TEST(MatMulFold, BatchesOfSmallProductsEqualEachProductAlone) {
+  for (bool tb : {false, true}) {
+    const Tensor a = random::normal({48, 64, 32}, 0, 1, 41), b = random::normal(tb ? Shape{48, 64, 32} : Shape{48, 32, 64}, 0, 1, 42);
+    const std::vector<float> all = matmul(a, b, false, tb).to_vector<float>();
+    for (int64_t i = 0; i < 48; ++i) {
+      const Tensor ai = reshape(slice(a, {i, 0, 0}, {1, -1, -1}), {64, 32});
+      const Tensor bi = reshape(slice(b, {i, 0, 0}, {1, -1, -1}), tb ? Shape{64, 32} : Shape{32, 64});
+      const std::vector<float> one = matmul(ai, bi, false, tb).to_vector<float>();
+      for (size_t j = 0; j < one.size(); ++j)
+        ASSERT_EQ(all[static_cast<size_t>(i) * one.size() + j], one[j]) << "batch " << i << " element " << j;
+    }
+  }
+}
+
 TEST(MatMulFold, IntegersFoldToo) {
   const Tensor x = cast(random::uniform({3, 4, 5}, -9, 9, 33), int32), w = cast(random::uniform({5, 2}, -9, 9, 34), int32);
   EXPECT_EQ(matmul(x, w).to_vector<int32_t>(), per_slice<int32_t>(x, w, false, false));
