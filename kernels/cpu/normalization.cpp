@@ -178,8 +178,8 @@ void batch_norm_grad_kernel(KernelContext& c) {
 // row's first element: var = E[d^2] - E[d]^2. The shift is what makes one pass sound: the
 // cancellation in E[d^2] - E[d]^2 grows with (mean - K)^2 / var, and K being one of the row's
 // values, (mean - K)^2 <= n * var, so the relative error of var stays below about n^2 / kLanes
-// double roundings (2^-25 for n = 2^14) however far the mean lies from zero, where plain sums of
-// x and x^2 lose everything once |mean| >> std. For float32 (and 16-bit) rows d and d^2 are
+// double roundings (2^-28 for n = 2^14; n / kLanes when K is a typical value) however far the
+// mean lies from zero, where plain sums of x and x^2 lose everything once |mean| >> std. For float32 (and 16-bit) rows d and d^2 are
 // exact in double, so only the additions round. Welford's update would be as sound but costs a
 // division (or a multiply by 1 / k) and a dependency per element.
 //
@@ -274,7 +274,10 @@ void layer_norm_kernel(KernelContext& c) {
 // The gradient of one row. With xhat = (x - mean) * rstd and g = dy * gamma,
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
 // the mean and rstd being functions of the row. kColumnSums: also adds the row's dy * xhat and
-// dy to dgamma and dbeta (in double).
+// dy to dgamma and dbeta (in double). xhat comes from the saved mean, rounded to T as PyTorch's
+// is: for float32 rows whose mean is thousands of standard deviations from zero that costs the
+// gradient a few digits, a relative error of the order of the input's own rounding there.
+// Recovering it (the forward's m_lo) would take another pass over the row.
 template <bool kColumnSums, class T>
 void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rstd_t, int64_t n, T* dx, double* dgamma,
                          double* dbeta) {
