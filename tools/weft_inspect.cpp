@@ -46,7 +46,7 @@ std::string node_line(const GraphIR& g, const Node& n) {
 bool is_windowed_or_normalising(const std::string& type) {
   static const char* kTypes[] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "FusedConv2D",
                                  "DepthwiseConv2dNative", "MaxPool", "AvgPool", "MaxPoolGrad", "AvgPoolGrad",
-                                 "FusedBatchNorm", "FusedBatchNormGrad"};
+                                 "FusedBatchNorm", "FusedBatchNormGrad", "LayerNorm", "LayerNormGrad"};
   return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
 }
 

@@ -1,4 +1,5 @@
-// The batch-norm front-end and the gradients of FusedBatchNorm and FusedBatchNormGrad.
+// The batch-norm and layer-norm front-ends and the gradients of FusedBatchNorm,
+// FusedBatchNormGrad, LayerNorm and LayerNormGrad.
 //
 // As TensorFlow does, gradients reaching batch_mean and batch_variance (e.g. through the moving
 // averages a layer keeps) are not propagated, although in training both are functions of x: they
@@ -10,6 +11,11 @@
 // statistics' dependence on x is seen by outer tapes; FusedBatchNormGrad's saved_mean and
 // saved_inv_std inputs then get no gradient (FusedBatchNorm's gradient drops those outputs' grads
 // anyway, so the two rules agree).
+//
+// Layer norm follows the same rules: LayerNorm's gradient is LayerNormGrad, fed the mean and
+// rstd the forward saved (gradients reaching those two outputs, which layer_norm does not
+// return, are dropped); LayerNormGrad's gradient is composed of front-end ops and recomputes
+// the row statistics from x, so its mean and rstd inputs get none.
 #include "api/ops/normalization.h"
 
 #include <vector>
@@ -37,6 +43,14 @@ BatchNormResult fused_batch_norm(const Tensor& x, const Tensor& gamma, const Ten
   std::vector<Tensor> out =
       dispatch(op, std::vector<Tensor>{x, gamma, beta, m, v}, {{"epsilon", epsilon}, {"is_training", training}}, loc);
   return {out[0], out[1], out[2]};
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t axis, double epsilon,
+                  const SourceLocation& loc) {
+  static const OpDef& op = op_def("LayerNorm");
+  if (!x.defined() || !gamma.defined() || !beta.defined())
+    throw InvalidArgument("[layer_norm] x, gamma and beta are required");
+  return dispatch(op, std::vector<Tensor>{x, gamma, beta}, {{"axis", axis}, {"epsilon", epsilon}}, loc)[0];
 }
 
 namespace {
@@ -127,11 +141,74 @@ std::vector<Tensor> batch_norm_grad_grad(const GradContext& g) {
   return {narrow(ddy), narrow(dx), dscale, Tensor(), Tensor()};
 }
 
+// ---- Layer norm ----
+
+// The first normalised axis of x, in [0, rank) (the definitions checked it).
+int64_t layer_axis(const GradContext& g, const Tensor& x) {
+  const int64_t axis = g.attrs.get_or<int64_t>("axis", -1);
+  return axis < 0 ? axis + x.rank() : axis;
+}
+
+// Inputs (x, gamma, beta); outputs (y, mean, rstd).
+std::vector<Tensor> layer_norm_grad(const GradContext& g) {
+  static const OpDef& op = op_def("LayerNormGrad");
+  const Tensor& x = g.input(0);
+  const Attrs attrs{{"axis", layer_axis(g, x)}, {"epsilon", g.attrs.get_or<double>("epsilon", 1e-5)}};
+  std::vector<Tensor> d =
+      dispatch(op, std::vector<Tensor>{g.grad(0), x, g.input(1), g.output(1), g.output(2)}, attrs);
+  return {d[0], d[1], d[2]};
+}
+
+// Inputs (dy, x, gamma, mean, rstd), outputs (dx, dgamma, dbeta) with incoming gradients a, b, c.
+// Per row, with means over the N normalised elements, xhat = (x - mean) * r, g = dy * gamma and
+// dx = r * P(g), P(v) = v - mean(v) - xhat * mean(v * xhat) (a symmetric projection):
+//   d dy    = gamma * r * P(a) + b * xhat + c
+//   d gamma = sum over rows of dy * r * P(a)
+//   d x     = r * (G - mean(G) - xhat * mean(G * xhat)) - R * r^2 * xhat, where
+//             G = b * dy - r * (mean(g * xhat) * a + mean(a * xhat) * g) is the gradient reaching
+//             xhat, and R = mean(a * g) - mean(a) * mean(g) - mean(a * xhat) * mean(g * xhat) the
+//             one reaching r (over N), the row's mean and r being functions of x.
+// These are batch norm's training formulas (above) with the roles of the axes swapped and the
+// scale inside the row. 16-bit dy and x are computed in float32, their gradients rounded back.
+std::vector<Tensor> layer_norm_grad_grad(const GradContext& g) {
+  const double eps = g.attrs.get_or<double>("epsilon", 1e-5);
+  const DType xd = g.input(1).dtype();
+  const bool half = xd == DType::Float16 || xd == DType::BFloat16;
+  auto wide = [&](const Tensor& t) { return half ? cast(t, DType::Float32) : t; };
+  auto narrow = [&](const Tensor& t) { return half ? cast(t, xd) : t; };
+  const Tensor dy = wide(g.input(0)), x = wide(g.input(1)), a = wide(g.grad(0));
+  const Tensor& gamma = g.input(2);
+  const Tensor& b = g.grad(1);
+  const Tensor& c = g.grad(2);
+  const int64_t axis = layer_axis(g, x);
+  std::vector<int64_t> normalised, rows;
+  for (int64_t i = 0; i < x.rank(); ++i) (i < axis ? rows : normalised).push_back(i);
+  auto mean_of = [&](const Tensor& t) { return reduce_mean(t, normalised, true); };
+  // With no row axes there is one row (and an empty list would reduce over every axis).
+  auto sum_rows = [&](const Tensor& t) { return rows.empty() ? t : reduce_sum(t, rows); };
+  const Tensor xc = sub(x, mean_of(x));
+  const Tensor r = rsqrt(add(mean_of(square(xc)), eps));
+  const Tensor xh = mul(xc, r);
+  const Tensor gg = mul(dy, gamma);
+  const Tensor m_a = mean_of(a), m_ax = mean_of(mul(a, xh));
+  const Tensor m_g = mean_of(gg), m_gx = mean_of(mul(gg, xh));
+  const Tensor pa = sub(sub(a, m_a), mul(xh, m_ax));
+  const Tensor ddy = add(add(mul(mul(gamma, r), pa), mul(b, xh)), c);
+  const Tensor dgamma = sum_rows(mul(mul(dy, r), pa));
+  const Tensor big_g = sub(mul(b, dy), mul(r, add(mul(m_gx, a), mul(m_ax, gg))));
+  const Tensor big_r = sub(sub(mean_of(mul(a, gg)), mul(m_a, m_g)), mul(m_ax, m_gx));
+  const Tensor dx = sub(mul(r, sub(sub(big_g, mean_of(big_g)), mul(xh, mean_of(mul(big_g, xh))))),
+                        mul(mul(big_r, square(r)), xh));
+  return {narrow(ddy), narrow(dx), dgamma, Tensor(), Tensor()};
+}
+
 }  // namespace
 
 void register_normalization_gradients() {
   register_gradient("FusedBatchNorm", batch_norm_grad);
   register_gradient("FusedBatchNormGrad", batch_norm_grad_grad);
+  register_gradient("LayerNorm", layer_norm_grad);
+  register_gradient("LayerNormGrad", layer_norm_grad_grad);
 }
 
 }  // namespace weft

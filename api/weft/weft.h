@@ -21,6 +21,7 @@
 #include "api/gradient_tape.h"
 #include "api/nn/attention_layers.h"
 #include "api/nn/conv_layers.h"
+#include "api/nn/layer_normalization.h"
 #include "api/nn/layers.h"
 #include "api/nn/losses.h"
 #include "api/ops/array.h"

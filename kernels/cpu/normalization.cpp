@@ -1,7 +1,9 @@
-// CPU kernels of FusedBatchNorm and FusedBatchNormGrad (kernels/defs/normalization.cpp), for
-// float32 and float64 x (float16 / bfloat16 through the float32 kernel: their [C] parameters and
-// statistics are float32 already, and only y / dx are rounded back).
+// CPU kernels of FusedBatchNorm, FusedBatchNormGrad, LayerNorm and LayerNormGrad
+// (kernels/defs/normalization.cpp), for float32 and float64 x (float16 / bfloat16 through the
+// float32 kernel: their parameters and statistics are float32 already, and only y / dx are
+// rounded back).
 //
+// Batch normalisation:
 // x is viewed as [rows, C] (every axis but the last is a row). Per-channel sums run in parallel
 // over fixed blocks of rows, each block's sums kept apart and added in block order, so the result
 // does not depend on the thread count; they accumulate in double whatever T is (a float32 sum
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/broadcast_plan.h"
@@ -169,6 +172,196 @@ void batch_norm_grad_kernel(KernelContext& c) {
   });
 }
 
+// ---- Layer normalisation: x viewed as [rows, n], each row normalised on its own ----
+//
+// Statistics in one pass over the row, as sums of d = x - K and of d^2 in double, K being the
+// row's first element: var = E[d^2] - E[d]^2. The shift is what makes one pass sound: the
+// cancellation in E[d^2] - E[d]^2 grows with (mean - K)^2 / var, and K being one of the row's
+// values, (mean - K)^2 <= n * var, so the relative error of var stays below about n^2 / kLanes
+// double roundings (2^-28 for n = 2^14; n / kLanes when K is a typical value) however far the
+// mean lies from zero, where plain sums of x and x^2 lose everything once |mean| >> std. For float32 (and 16-bit) rows d and d^2 are
+// exact in double, so only the additions round. Welford's update would be as sound but costs a
+// division (or a multiply by 1 / k) and a dependency per element.
+//
+// Every sum is kept in kLanes independent partial sums, added in a fixed order at the end: the
+// compiler vectorises the lanes (an in-order floating-point reduction it may not), and the bits
+// depend neither on the instruction set nor on the thread count. Rows are split over the pool,
+// each row computed whole by one thread.
+
+constexpr int kLanes = 8;
+// Rows of up to this many elements take the gradient's column sums (dgamma, dbeta) in the same
+// pass as dx, each block of rows into its own partial sums (at most a byte per element of x);
+// longer rows in a second pass, parallel over columns, which needs no partial sums.
+constexpr int64_t kFusedColumnSumsMax = 2048;
+
+struct LayerRows {
+  int64_t rows = 0, n = 0;
+};
+LayerRows layer_rows(const Tensor& x, const Attrs& attrs) {
+  const Shape& s = x.shape();
+  int64_t axis = attrs.get_or<int64_t>("axis", -1);
+  if (axis < 0) axis += s.rank();
+  LayerRows v{1, 1};
+  for (int64_t i = 0; i < s.rank(); ++i) (i < axis ? v.rows : v.n) *= s[i];
+  return v;
+}
+
+// Rows per task: enough elements to be worth a thread, fixed by the shape alone.
+int64_t rows_grain(const LayerRows& v) { return std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, v.n)); }
+
+double lanes_total(const double* lanes) {
+  double t = 0;
+  for (int l = 0; l < kLanes; ++l) t += lanes[l];
+  return t;
+}
+
+// The mean and rstd of one row of n > 0 elements (see above for how).
+template <class T>
+void row_statistics(const T* x, int64_t n, double eps, double* mean, double* rstd) {
+  const double shift = static_cast<double>(x[0]);
+  double s1[kLanes] = {}, s2[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const double d = static_cast<double>(x[j + l]) - shift;
+      s1[l] += d;
+      s2[l] += d * d;
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    const double d = static_cast<double>(x[j]) - shift;
+    s1[l] += d;
+    s2[l] += d * d;
+  }
+  const double m = lanes_total(s1) / static_cast<double>(n);
+  const double var = std::max(lanes_total(s2) / static_cast<double>(n) - m * m, 0.0);
+  *mean = shift + m;
+  *rstd = 1.0 / std::sqrt(var + eps);
+}
+
+template <class T>
+void layer_norm_kernel(KernelContext& c) {
+  const LayerRows v = layer_rows(c.input(0), c.attrs);
+  const double eps = c.attrs.get_or<double>("epsilon", 1e-5);
+  const T* x = c.input(0).data<T>();
+  const T* gamma = c.input(1).data<T>();
+  const T* beta = c.input(2).data<T>();
+  T* y = c.output(0).data<T>();
+  T* mean_out = c.output(1).data<T>();
+  T* rstd_out = c.output(2).data<T>();
+  c.pool().parallel_for(v.rows, rows_grain(v), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (v.n == 0) {  // an empty row has no statistics (0 / 0), as TensorFlow's moments
+        mean_out[r] = rstd_out[r] = std::numeric_limits<T>::quiet_NaN();
+        continue;
+      }
+      const T* row = x + r * v.n;
+      double mean, rstd;
+      row_statistics(row, v.n, eps, &mean, &rstd);
+      mean_out[r] = static_cast<T>(mean);
+      rstd_out[r] = static_cast<T>(rstd);
+      // In T, the hot loop, with the mean as a pair m + m_lo: x - m is exact for x near the mean,
+      // and m_lo restores what rounding the mean to T lost, which would otherwise be an error of
+      // up to half an ulp of the mean in every output (5e-4 for a float32 row around 1e4 with
+      // standard deviation 1). For float64, m_lo is 0.
+      const T m = static_cast<T>(mean), m_lo = static_cast<T>(mean - static_cast<double>(m));
+      const T rs = static_cast<T>(rstd);
+      T* out = y + r * v.n;
+      for (int64_t j = 0; j < v.n; ++j) out[j] = ((row[j] - m) - m_lo) * rs * gamma[j] + beta[j];
+    }
+  });
+}
+
+// The gradient of one row. With xhat = (x - mean) * rstd and g = dy * gamma,
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+// the mean and rstd being functions of the row. kColumnSums: also adds the row's dy * xhat and
+// dy to dgamma and dbeta (in double). xhat comes from the saved mean, rounded to T as PyTorch's
+// is: for float32 rows whose mean is thousands of standard deviations from zero that costs the
+// gradient a few digits, a relative error of the order of the input's own rounding there.
+// Recovering it (the forward's m_lo) would take another pass over the row.
+template <bool kColumnSums, class T>
+void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rstd_t, int64_t n, T* dx, double* dgamma,
+                         double* dbeta) {
+  const double mean = static_cast<double>(mean_t), rstd = static_cast<double>(rstd_t);
+  double sg[kLanes] = {}, sgx[kLanes] = {};
+  auto term = [&](int64_t j, int l) {
+    const double d = static_cast<double>(dy[j]);
+    const double xh = (static_cast<double>(x[j]) - mean) * rstd;
+    const double g = d * static_cast<double>(gamma[j]);
+    sg[l] += g;
+    sgx[l] += g * xh;
+    if constexpr (kColumnSums) {
+      dgamma[j] += d * xh;
+      dbeta[j] += d;
+    }
+  };
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) term(j + l, l);
+  for (int l = 0; j < n; ++j, ++l) term(j, l);
+  const T a = static_cast<T>(lanes_total(sg) / static_cast<double>(n));
+  const T b = static_cast<T>(lanes_total(sgx) / static_cast<double>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const T xh = (x[k] - mean_t) * rstd_t;
+    dx[k] = rstd_t * (dy[k] * gamma[k] - a - xh * b);
+  }
+}
+
+template <class T>
+void layer_norm_grad_kernel(KernelContext& c) {
+  const LayerRows v = layer_rows(c.input(1), c.attrs);
+  const T* dy = c.input(0).data<T>();
+  const T* x = c.input(1).data<T>();
+  const T* gamma = c.input(2).data<T>();
+  const T* mean = c.input(3).data<T>();
+  const T* rstd = c.input(4).data<T>();
+  T* dx = c.output(0).data<T>();
+  T* dgamma = c.output(1).data<T>();
+  T* dbeta = c.output(2).data<T>();
+  const size_t n = static_cast<size_t>(v.n);
+  std::vector<double> totals(2 * n, 0.0);  // dgamma's, then dbeta's
+  if (v.n <= kFusedColumnSumsMax) {
+    // Blocks of rows fixed by the shape, each adding into its own partial sums, which are then
+    // added in block order: the same bits on any number of threads.
+    const int64_t per = rows_grain(v);
+    const int64_t blocks = v.n > 0 ? (v.rows + per - 1) / per : 0;
+    std::vector<double> part(static_cast<size_t>(blocks) * 2 * n, 0.0);
+    c.pool().parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        double* acc = part.data() + static_cast<size_t>(b) * 2 * n;
+        for (int64_t r = b * per; r < std::min(v.rows, (b + 1) * per); ++r)
+          layer_norm_grad_row<true>(dy + r * v.n, x + r * v.n, gamma, mean[r], rstd[r], v.n, dx + r * v.n, acc,
+                                   acc + n);
+      }
+    });
+    for (int64_t b = 0; b < blocks; ++b)
+      for (size_t i = 0; i < 2 * n; ++i) totals[i] += part[static_cast<size_t>(b) * 2 * n + i];
+  } else {
+    c.pool().parallel_for(v.rows, rows_grain(v), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        layer_norm_grad_row<false>(dy + r * v.n, x + r * v.n, gamma, mean[r], rstd[r], v.n, dx + r * v.n, nullptr,
+                                    nullptr);
+    });
+    // Each column's sums over the rows in row order, whatever the split of the columns.
+    c.pool().parallel_for(v.n, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, v.rows)),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t r = 0; r < v.rows; ++r) {
+                              const double m = static_cast<double>(mean[r]), rs = static_cast<double>(rstd[r]);
+                              const T* g = dy + r * v.n;
+                              const T* row = x + r * v.n;
+                              for (int64_t j = begin; j < end; ++j) {
+                                const double d = static_cast<double>(g[j]);
+                                totals[j] += d * ((static_cast<double>(row[j]) - m) * rs);
+                                totals[n + j] += d;
+                              }
+                            }
+                          });
+  }
+  for (size_t j = 0; j < n; ++j) {
+    dgamma[j] = static_cast<T>(totals[j]);
+    dbeta[j] = static_cast<T>(totals[n + j]);
+  }
+}
+
 }  // namespace
 
 void register_normalization_kernels() {
@@ -176,7 +369,11 @@ void register_normalization_kernels() {
   register_kernel("FusedBatchNorm", DeviceType::CPU, float64, batch_norm_kernel<double>);
   register_kernel("FusedBatchNormGrad", DeviceType::CPU, float32, batch_norm_grad_kernel<float>);
   register_kernel("FusedBatchNormGrad", DeviceType::CPU, float64, batch_norm_grad_kernel<double>);
-  register_via_float32({"FusedBatchNorm", "FusedBatchNormGrad"});
+  register_kernel("LayerNorm", DeviceType::CPU, float32, layer_norm_kernel<float>);
+  register_kernel("LayerNorm", DeviceType::CPU, float64, layer_norm_kernel<double>);
+  register_kernel("LayerNormGrad", DeviceType::CPU, float32, layer_norm_grad_kernel<float>);
+  register_kernel("LayerNormGrad", DeviceType::CPU, float64, layer_norm_grad_kernel<double>);
+  register_via_float32({"FusedBatchNorm", "FusedBatchNormGrad", "LayerNorm", "LayerNormGrad"});
 }
 
 }  // namespace weft::cpu

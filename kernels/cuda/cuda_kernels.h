@@ -23,7 +23,7 @@ void register_fused_kernels();    // fused.cu: FusedElementwise
 void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broadcast/AllGather through NCCL
 void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter (cuDNN)
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
-void register_normalization_kernels();  // normalization.cu: FusedBatchNorm FusedBatchNormGrad
+void register_normalization_kernels();  // normalization.cu: FusedBatchNorm(Grad) LayerNorm(Grad)
 void register_attention_kernels();      // attention.cu: ScaledDotProductAttention(Grad)
 
 }  // namespace weft::cuda
