@@ -36,6 +36,7 @@ void register_builtin_ops() {
     defs::register_conv_defs();
     defs::register_pooling_defs();
     defs::register_normalization_defs();
+    defs::register_trig_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -59,6 +60,7 @@ void register_builtin_ops() {
     cpu::register_conv_kernels();
     cpu::register_pooling_kernels();
     cpu::register_normalization_kernels();
+    cpu::register_trig_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -28,6 +28,7 @@ void register_input_defs();
 void register_conv_defs();
 void register_pooling_defs();
 void register_normalization_defs();
+void register_trig_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -53,6 +54,7 @@ void register_input_kernels();
 void register_conv_kernels();
 void register_pooling_kernels();
 void register_normalization_kernels();
+void register_trig_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -21,6 +21,7 @@ void register_builtin_gradients() {
     register_conv_gradients();
     register_pooling_gradients();
     register_normalization_gradients();
+    register_trig_gradients();
     distribute::register_replica_gradients();
   });
 }

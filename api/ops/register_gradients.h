@@ -14,4 +14,5 @@ void register_control_flow_gradients();
 void register_conv_gradients();
 void register_pooling_gradients();
 void register_normalization_gradients();
+void register_trig_gradients();
 }  // namespace weft

@@ -33,6 +33,7 @@
 #include "api/ops/pooling.h"
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
+#include "api/ops/trig.h"
 #include "api/optim/optimizers.h"
 #include "api/profiler.h"
 #include "api/session.h"

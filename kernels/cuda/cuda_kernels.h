@@ -24,5 +24,6 @@ void register_collective_kernels();  // collective.cpp: CollectiveAllReduce/Broa
 void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Conv2DBackpropFilter (cuDNN)
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 void register_normalization_kernels();  // normalization.cu: FusedBatchNorm FusedBatchNormGrad
+void register_trig_kernels();  // trig.cu: Sin Cos
 
 }  // namespace weft::cuda
