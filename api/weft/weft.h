@@ -35,6 +35,7 @@
 #include "api/ops/reduce.h"
 #include "api/ops/trig.h"
 #include "api/optim/optimizers.h"
+#include "api/optim/schedules.h"
 #include "api/profiler.h"
 #include "api/session.h"
 #include "api/utils/progbar.h"

@@ -9,11 +9,15 @@ namespace weft::cpu {
 
 namespace {
 
-// The optional last input (a float64 scalar computed in the graph) wins over the attribute.
-double learning_rate(const KernelContext& ctx) {
-  if (static_cast<int>(ctx.inputs.size()) > ctx.op.min_inputs) return ctx.inputs.back().item<double>();
-  return ctx.attrs.get<double>("lr");
+// Rate `index` of those after the op's tensors: that input (a float64 scalar computed in the
+// graph) when there is one, else the attribute.
+double rate(const KernelContext& ctx, int index, const char* attr) {
+  const int input = ctx.op.min_inputs + index;
+  if (static_cast<int>(ctx.inputs.size()) > input) return ctx.inputs[static_cast<size_t>(input)].item<double>();
+  return ctx.attrs.get<double>(attr);
 }
+
+double learning_rate(const KernelContext& ctx) { return rate(ctx, 0, "lr"); }
 
 template <class T>
 T* writable(const Tensor& t) {
@@ -66,6 +70,29 @@ void adam(KernelContext& ctx) {
   });
 }
 
+// Keras' AdamW order: the decay (decay = lr * weight_decay) first, from the variable before this
+// step, then Adam's step.
+template <class T>
+void adamw(KernelContext& ctx) {
+  T* w = writable<T>(ctx.input(0));
+  T* m = writable<T>(ctx.input(1));
+  T* v = writable<T>(ctx.input(2));
+  const T* g = static_cast<const T*>(ctx.input(3).raw_data());
+  const T lr = static_cast<T>(rate(ctx, 0, "lr"));  // already bias-corrected
+  const T decay = static_cast<T>(rate(ctx, 1, "decay"));
+  const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
+  const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
+  const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
+  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const T decayed = w[i] - decay * w[i];
+      m[i] = b1 * m[i] + (T(1) - b1) * g[i];
+      v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+      w[i] = decayed - lr * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  });
+}
+
 }  // namespace
 
 void register_training_kernels() {
@@ -75,6 +102,8 @@ void register_training_kernels() {
   register_kernel("ApplyMomentum", DeviceType::CPU, float64, momentum<double>);
   register_kernel("ApplyAdam", DeviceType::CPU, float32, adam<float>);
   register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float32, adamw<float>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float64, adamw<double>);
 }
 
 }  // namespace weft::cpu
