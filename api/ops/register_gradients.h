@@ -15,4 +15,5 @@ void register_conv_gradients();
 void register_pooling_gradients();
 void register_normalization_gradients();
 void register_trig_gradients();
+void register_clipping_gradients();  // api/optim/clipping.cpp
 }  // namespace weft

@@ -6,7 +6,8 @@
 //
 //   optim::AdamW opt(optim::CosineDecay(1e-3, 5000, 0.1, 100), /*weight_decay=*/0.1);
 //   opt.exclude_from_weight_decay({"bias", "layer_normalization"});
-//   opt.apply_gradients(tape.gradient(loss, vars), vars);
+//   auto [clipped, norm] = clip_by_global_norm(tape.gradient(loss, vars), 1.0);
+//   opt.apply_gradients(clipped, vars);
 //
 //   // TF1 style, inside a GraphScope: the result is the train op, run as a Session target.
 //   Operation train = opt.apply_gradients(tape.gradient(loss, vars), vars);

@@ -34,6 +34,7 @@
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
 #include "api/ops/trig.h"
+#include "api/optim/clipping.h"
 #include "api/optim/optimizers.h"
 #include "api/optim/schedules.h"
 #include "api/profiler.h"

@@ -1,7 +1,10 @@
-// CPU kernels of the fused optimizer updates (in place on their inputs).
+// CPU kernels of the fused optimizer updates (in place on their inputs), and of GlobalSquaredNorm.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -93,6 +96,37 @@ void adamw(KernelContext& ctx) {
   });
 }
 
+// Every input cut into blocks of a fixed size, each block summed in float64 by one task and the
+// block sums added in order: the same bits whatever the number of threads.
+template <class T>
+void global_squared_norm(KernelContext& ctx) {
+  constexpr int64_t kBlock = int64_t{1} << 14;
+  struct Block {
+    const T* data;
+    int64_t size;
+  };
+  std::vector<Block> blocks;
+  for (const Tensor& x : ctx.inputs) {
+    const T* p = static_cast<const T*>(x.raw_data());
+    for (int64_t at = 0; at < x.size(); at += kBlock) blocks.push_back({p + at, std::min(kBlock, x.size() - at)});
+  }
+  std::vector<double> sums(blocks.size());
+  ctx.pool().parallel_for(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const Block& block = blocks[static_cast<size_t>(k)];
+      double s = 0;
+      for (int64_t i = 0; i < block.size; ++i) {
+        const double x = static_cast<double>(block.data[i]);
+        s += x * x;
+      }
+      sums[static_cast<size_t>(k)] = s;
+    }
+  });
+  double total = 0;
+  for (double s : sums) total += s;
+  *static_cast<T*>(ctx.output(0).raw_data()) = static_cast<T>(total);
+}
+
 }  // namespace
 
 void register_training_kernels() {
@@ -104,6 +138,9 @@ void register_training_kernels() {
   register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double>);
   register_kernel("ApplyAdamW", DeviceType::CPU, float32, adamw<float>);
   register_kernel("ApplyAdamW", DeviceType::CPU, float64, adamw<double>);
+  register_kernel("GlobalSquaredNorm", DeviceType::CPU, float32, global_squared_norm<float>);
+  register_kernel("GlobalSquaredNorm", DeviceType::CPU, float64, global_squared_norm<double>);
+  register_via_float32("GlobalSquaredNorm");
 }
 
 }  // namespace weft::cpu

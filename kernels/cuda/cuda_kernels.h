@@ -10,7 +10,7 @@ void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual G
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
 void register_matmul_kernels();   // matmul.cpp (+ matmul_kernels.cu): MatMul FusedMatMul through cuBLASLt
 void register_random_kernels();   // random.cu: RandomUniform RandomNormal (the CPU's Philox streams)
-void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam ApplyAdamW
+void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam ApplyAdamW GlobalSquaredNorm
 void register_transpose_kernels();  // transpose.cu: Transpose
 void register_array_kernels();      // array.cu: ConcatV2 Slice GatherV2 OneHot
 void register_pad_kernels();        // pad.cu: Pad

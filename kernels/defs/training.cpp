@@ -1,6 +1,10 @@
 // Fused optimizer updates. They write the variable (and slot) buffers in place: one pass over
 // memory per variable instead of the 5-10 temporaries the same update costs as separate ops.
 // Inputs: var, [slots...], grad; no outputs; stateful so they always run and are never merged.
+//
+// And GlobalSquaredNorm, the reduction of gradient clipping by the global norm: the sum of the
+// squares of every element of all its inputs, one op over all the gradients rather than a square,
+// a sum and an add per gradient.
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
 
@@ -53,6 +57,23 @@ void infer_apply_adamw(InferContext& ctx) {
   check_rates(ctx, 4, {{"lr", "learning rate"}, {"decay", "decay factor"}});
 }
 
+// Any number (>= 1) of tensors of one floating dtype; a scalar of that dtype.
+void infer_global_squared_norm(InferContext& ctx) {
+  check_dtype_in(ctx, 0, kFloatingOrHalf);
+  check_same_dtype(ctx, 0, ctx.num_inputs());
+  ctx.set_output(0, ctx.input_dtype(0), Shape{});
+}
+
+Cost global_squared_norm_cost(const InferContext& ctx) {
+  double elements = 0, bytes = 0;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const int64_t n = ctx.input_shape(i).num_elements();
+    if (n > 0) elements += static_cast<double>(n);
+  }
+  bytes = elements * static_cast<double>(dtype_size(ctx.input_dtype(0)));
+  return {2 * elements, bytes};
+}
+
 }  // namespace
 
 void register_training_defs() {
@@ -74,6 +95,10 @@ void register_training_defs() {
                      .attrs = {{"lr", AttrType::Float, false}, {"decay", AttrType::Float, false},
                                {"beta1", AttrType::Float}, {"beta2", AttrType::Float}, {"epsilon", AttrType::Float}},
                      .infer = infer_apply_adamw, .flags = kStateful | kSideEffect | kNotDifferentiable});
+  // Accumulates in float64 whatever the dtype; 16-bit inputs are summed through float32 (their
+  // squares exactly) and the result rounded once.
+  op_registry().add({.name = "GlobalSquaredNorm", .display = "global_squared_norm", .min_inputs = 1,
+                     .max_inputs = -1, .infer = infer_global_squared_norm, .cost = global_squared_norm_cost});
 }
 
 }  // namespace weft::defs

@@ -152,6 +152,23 @@ TEST(CudaTraining, UpdatesAreBitIdenticalToTheCpu) {
         }
 }
 
+// Float64 sums in another order than the CPU's: equal within the rounding of the result, and the
+// same bits on every run.
+TEST(CudaTraining, GlobalSquaredNormNearTheCpuAndDeterministic) {
+  WEFT_REQUIRE_GPU();
+  uint64_t seed = 50;
+  for (DType dt : {float32, float64, float16, bfloat16}) {
+    std::vector<Tensor> ins;
+    for (const Shape& s : {Shape{0}, Shape{1}, Shape{1000}, Shape{37, 41}, Shape{(1 << 20) + 3}, Shape{}})
+      ins.push_back(random_tensor(dt, s, seed++, Values::kSmallPower));
+    const Tensor want = run_on(*cpu_device(), "GlobalSquaredNorm", ins, dt, Shape{});
+    const Tensor got = run_on(*gpu(), "GlobalSquaredNorm", ins, dt, Shape{});
+    const double rel = dt == float64 ? 1e-13 : dt == float32 ? 1e-7 : 1e-2;
+    EXPECT_TRUE(same_values(want, got, rel)) << dtype_name(dt);
+    EXPECT_EQ(host_bytes(got), host_bytes(run_on(*gpu(), "GlobalSquaredNorm", ins, dt, Shape{}))) << dtype_name(dt);
+  }
+}
+
 TEST(CudaTraining, RefusesMismatchedBuffersInsteadOfWritingOutOfBounds) {
   WEFT_REQUIRE_GPU();
   const std::vector<Tensor> ins = {random_tensor(float32, Shape{100}, 1, Values::kSmallPower),
@@ -164,7 +181,8 @@ TEST(CudaRandomTrainingKernels, RegisteredForTheCpuDtypes) {
   if (!cuda_compiled_in()) GTEST_SKIP() << "built without CUDA";
   register_builtin_ops();
   for (const char* name :
-       {"RandomUniform", "RandomNormal", "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam", "ApplyAdamW"}) {
+       {"RandomUniform", "RandomNormal", "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam", "ApplyAdamW",
+        "GlobalSquaredNorm"}) {
     const OpDef* op = op_registry().find(name);
     ASSERT_NE(op, nullptr) << name;
     for (int d = 0; d < kNumDTypes; ++d) {
