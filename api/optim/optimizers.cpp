@@ -40,6 +40,8 @@ class OptimizerImpl {
 
   // Called once per apply_gradients before the updates: what every variable's update shares.
   virtual void begin_step(const Step&, const SourceLocation&) {}
+  // After the updates: drop what begin_step kept (a traced step's tensors hold its graph).
+  virtual void end_step() {}
   virtual void update(Variable& var, const Tensor& grad, const Step& step, const SourceLocation& loc) = 0;
 
   // Step n (counting from 0: the count before it) runs at schedule(n), as Keras reads a schedule
@@ -161,6 +163,11 @@ class AdamImpl final : public OptimizerImpl {
     dispatch(decays ? adamw : adam, ins, attrs, loc);
   }
 
+  void end_step() override {
+    traced_corrected_ = Tensor();
+    traced_decay_ = Tensor();
+  }
+
   bool excluded(const Variable& var) const {
     const std::string& name = var.name();
     for (const std::string& part : excluded_)
@@ -215,6 +222,7 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
     Variable v = vars[i];
     impl_->update(v, applied[i], step, loc);
   }
+  impl_->end_step();
   // A traced function runs its updates with every call, a cond branch or loop body with its
   // node: only a TF1 graph needs a node to run them by.
   if (!b || b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
