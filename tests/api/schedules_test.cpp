@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "reference.h"
+#include "temp_dir.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -182,6 +183,27 @@ TEST(Schedules, TheOptimizerReportsTheRateOfItsNextStep) {
     sgd.emplace(gone);
   }
   EXPECT_EQ(sgd->learning_rate(), 0.3);
+}
+
+// The step count is saved with the optimizer, so a restored run resumes the schedule where it was.
+TEST(Schedules, ARestoredOptimizerResumesTheSchedule) {
+  testing::TempDir dir("weft_schedule");
+  optim::CosineDecay cosine(0.05, 6, 0.1, 2);
+  auto grad = [](int n) { return constant({std::sin(n + 0.5), std::cos(2.0 * n)}); };
+  Variable wa(constant({1.0, -1.0}), "w");
+  optim::AdamW a(cosine, 0.1);
+  for (int n = 0; n < 3; ++n) a.apply_gradients({grad(n)}, {wa});
+  Checkpoint({{"w", wa}, {"optimizer", a}}).save(dir.file("run.safetensors"));
+  for (int n = 3; n < 8; ++n) a.apply_gradients({grad(n)}, {wa});
+
+  Variable wb(constant({0.0, 0.0}), "w");
+  optim::AdamW b(cosine, 0.1);
+  auto step = function([&](Tensor g) { b.apply_gradients({g}, {wb}); });
+  Checkpoint({{"w", wb}, {"optimizer", b}}).restore(dir.file("run.safetensors"));
+  EXPECT_EQ(b.iterations(), 3);
+  EXPECT_EQ(b.learning_rate(), cosine(3));
+  for (int n = 3; n < 8; ++n) step(grad(n));
+  EXPECT_EQ(wb.value().to_vector<double>(), wa.value().to_vector<double>());
 }
 
 }  // namespace
