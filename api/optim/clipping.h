@@ -5,7 +5,9 @@
 //
 // global_norm = sqrt(sum of the squares of every element of every gradient), computed by one op
 // over all of them (GlobalSquaredNorm); when it exceeds clip_norm every gradient is scaled by
-// clip_norm / global_norm, so their directions are kept. Eager and traced alike.
+// clip_norm / global_norm, so their directions are kept. Eager and traced alike. In a DataParallel
+// step the gradients clipped are the replica's own, before apply_gradients all-reduces them (as in
+// a TensorFlow custom training loop under MirroredStrategy).
 #pragma once
 
 #include <vector>
