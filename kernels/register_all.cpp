@@ -37,6 +37,7 @@ void register_builtin_ops() {
     defs::register_pooling_defs();
     defs::register_normalization_defs();
     defs::register_attention_defs();
+    defs::register_trig_defs();
 
     cpu::register_math_kernels();
     cpu::register_cast_kernels();
@@ -61,6 +62,7 @@ void register_builtin_ops() {
     cpu::register_pooling_kernels();
     cpu::register_normalization_kernels();
     cpu::register_attention_kernels();
+    cpu::register_trig_kernels();
     cuda::register_cuda_kernels();
   });
 }

@@ -29,6 +29,7 @@ void register_conv_defs();
 void register_pooling_defs();
 void register_normalization_defs();
 void register_attention_defs();
+void register_trig_defs();
 }  // namespace defs
 
 namespace cpu {
@@ -55,6 +56,7 @@ void register_conv_kernels();
 void register_pooling_kernels();
 void register_normalization_kernels();
 void register_attention_kernels();
+void register_trig_kernels();
 }  // namespace cpu
 
 namespace cuda {

@@ -22,6 +22,8 @@ void register_builtin_gradients() {
     register_pooling_gradients();
     register_normalization_gradients();
     register_attention_gradients();
+    register_trig_gradients();
+    register_clipping_gradients();
     distribute::register_replica_gradients();
   });
 }

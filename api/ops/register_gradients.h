@@ -15,4 +15,6 @@ void register_conv_gradients();
 void register_pooling_gradients();
 void register_normalization_gradients();
 void register_attention_gradients();
+void register_trig_gradients();
+void register_clipping_gradients();  // api/optim/clipping.cpp
 }  // namespace weft

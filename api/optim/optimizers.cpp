@@ -14,23 +14,42 @@ namespace weft::optim {
 
 // The step count and the learning rate live in variables too: a traced training step reads them
 // at run time (an attribute would freeze the values seen while tracing), and eager and traced
-// steps can be mixed freely.
+// steps can be mixed freely. A schedule needs no rate variable: the traced step computes the rate
+// from the step count.
 class OptimizerImpl {
  public:
-  explicit OptimizerImpl(double lr) : lr_(lr) {
-    if (!(lr >= 0) || !std::isfinite(lr))
-      throw InvalidArgument("[optimizer] learning rate must be a finite non-negative number, got " + std::to_string(lr));
+  explicit OptimizerImpl(const LearningRate& lr) : lr_(lr.value()), schedule_(lr.schedule()) {
     step_ = Variable(constant(0.0), "iterations", /*trainable=*/false);
-    lr_var_ = Variable(constant(lr), "learning_rate", /*trainable=*/false);
+    if (schedule_) return;
+    if (!(lr_ >= 0) || !std::isfinite(lr_))
+      throw InvalidArgument("[optimizer] learning rate must be a finite non-negative number, got " + std::to_string(lr_));
+    lr_var_ = Variable(constant(lr_), "learning_rate", /*trainable=*/false);
   }
   virtual ~OptimizerImpl() = default;
-  // Eager: `step` is the step number and the rate is an attribute. Traced: `traced_step` is the
-  // step-count tensor and the rate is computed in the graph.
-  virtual void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step,
-                      const SourceLocation& loc) = 0;
 
-  // The learning rate as a float64 scalar tensor of the graph being traced.
-  Tensor traced_lr(const SourceLocation& loc) { return lr_var_.value(loc); }
+  // One step of apply_gradients, as the updates see it.
+  struct Step {
+    // Eager: the step count after this step (1 for the first) and the step's learning rate.
+    int64_t number = 0;
+    double rate = 0;
+    // Traced: the same two as float64 scalars of the graph; undefined eagerly.
+    Tensor count;
+    Tensor traced_rate;
+    bool traced() const { return count.defined(); }
+  };
+
+  // Called once per apply_gradients before the updates: what every variable's update shares.
+  virtual void begin_step(const Step&, const SourceLocation&) {}
+  // After the updates: drop what begin_step kept (a traced step's tensors hold its graph).
+  virtual void end_step() {}
+  virtual void update(Variable& var, const Tensor& grad, const Step& step, const SourceLocation& loc) = 0;
+
+  // Step n (counting from 0: the count before it) runs at schedule(n), as Keras reads a schedule
+  // at `iterations` before incrementing it.
+  double rate_at(int64_t number) const { return schedule_ ? (*schedule_)(number - 1) : lr_; }
+  Tensor traced_rate_at(const Tensor& count, const SourceLocation& loc) {
+    return schedule_ ? (*schedule_)(sub(count, 1.0, loc), loc) : lr_var_.value(loc);
+  }
 
   using SlotKey = std::pair<const VariableState*, std::string>;
 
@@ -53,8 +72,10 @@ class OptimizerImpl {
   }
 
   double lr_;
+  std::shared_ptr<const LearningRateSchedule> schedule_;  // null: the rate is lr_
+  bool stepped_ = false;  // apply_gradients has run (or been traced) at least once
   Variable step_;    // float64 scalar
-  Variable lr_var_;  // float64 scalar
+  Variable lr_var_;  // float64 scalar; undefined with a schedule
   std::map<SlotKey, Variable> slots_;
   std::vector<Variable> order_;
   std::vector<SlotKey> order_keys_;
@@ -67,25 +88,24 @@ namespace {
 
 class SgdImpl final : public OptimizerImpl {
  public:
-  SgdImpl(double lr, double momentum, bool nesterov) : OptimizerImpl(lr), momentum_(momentum), nesterov_(nesterov) {
+  SgdImpl(const LearningRate& lr, double momentum, bool nesterov)
+      : OptimizerImpl(lr), momentum_(momentum), nesterov_(nesterov) {
     if (!(momentum >= 0 && momentum <= 1))
       throw InvalidArgument("[SGD] momentum must be in [0, 1], got " + std::to_string(momentum));
   }
-  void update(Variable& var, const Tensor& grad, int64_t, const Tensor& traced_step,
-              const SourceLocation& loc) override {
-    const bool traced = traced_step.defined();
+  void update(Variable& var, const Tensor& grad, const Step& step, const SourceLocation& loc) override {
     if (momentum_ == 0) {
       static const OpDef& op = op_def("ApplyGradientDescent");
       std::vector<Tensor> ins{var.value_for_update(loc), grad};
-      if (traced) ins.push_back(traced_lr(loc));
-      dispatch(op, ins, traced ? Attrs{} : Attrs{{"lr", lr_}}, loc);
+      if (step.traced()) ins.push_back(step.traced_rate);
+      dispatch(op, ins, step.traced() ? Attrs{} : Attrs{{"lr", step.rate}}, loc);
     } else {
       static const OpDef& op = op_def("ApplyMomentum");
       Variable& acc = slot_for(var, "momentum", loc);
       std::vector<Tensor> ins{var.value_for_update(loc), acc.value_for_update(loc), grad};
       Attrs attrs{{"momentum", momentum_}, {"nesterov", nesterov_}};
-      if (traced) ins.push_back(traced_lr(loc));
-      else attrs.set("lr", lr_);
+      if (step.traced()) ins.push_back(step.traced_rate);
+      else attrs.set("lr", step.rate);
       dispatch(op, ins, attrs, loc);
     }
   }
@@ -93,35 +113,75 @@ class SgdImpl final : public OptimizerImpl {
   bool nesterov_;
 };
 
+// Adam, and AdamW when weight_decay is set: one fused update per variable (ApplyAdam, or
+// ApplyAdamW for a variable that decays).
 class AdamImpl final : public OptimizerImpl {
  public:
-  AdamImpl(double lr, double b1, double b2, double eps) : OptimizerImpl(lr), b1_(b1), b2_(b2), eps_(eps) {
+  AdamImpl(const char* name, const LearningRate& lr, double b1, double b2, double eps, double weight_decay)
+      : OptimizerImpl(lr), name_(name), b1_(b1), b2_(b2), eps_(eps), weight_decay_(weight_decay) {
     if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
-      throw InvalidArgument("[Adam] beta1 and beta2 must be in [0, 1), got " + std::to_string(b1) + " and " +
+      throw InvalidArgument("[" + name_ + "] beta1 and beta2 must be in [0, 1), got " + std::to_string(b1) + " and " +
                             std::to_string(b2));
-    if (!(eps > 0)) throw InvalidArgument("[Adam] epsilon must be positive, got " + std::to_string(eps));
+    if (!(eps > 0)) throw InvalidArgument("[" + name_ + "] epsilon must be positive, got " + std::to_string(eps));
+    if (!(weight_decay >= 0) || !std::isfinite(weight_decay))
+      throw InvalidArgument("[" + name_ + "] weight_decay must be a finite number >= 0, got " +
+                            std::to_string(weight_decay));
   }
-  void update(Variable& var, const Tensor& grad, int64_t step, const Tensor& traced_step,
-              const SourceLocation& loc) override {
-    static const OpDef& op = op_def("ApplyAdam");
+
+  void begin_step(const Step& step, const SourceLocation& loc) override {
+    // Keras folds the bias corrections into the rate: lr * sqrt(1 - b2^t) / (1 - b1^t). The traced
+    // expression is the eager one, in the same order, so traced steps match eager ones bit for bit.
+    if (step.traced()) {
+      const Tensor& t = step.count;
+      Tensor bias2 = sub(1.0, pow(constant(b2_), t, loc), loc);
+      Tensor bias1 = sub(1.0, pow(constant(b1_), t, loc), loc);
+      traced_corrected_ = div(mul(step.traced_rate, sqrt(bias2, loc), loc), bias1, loc);
+      // The decay follows the rate, not its bias correction (Keras, PyTorch).
+      if (weight_decay_ > 0) traced_decay_ = mul(step.traced_rate, weight_decay_, loc);
+    } else {
+      const double t = static_cast<double>(step.number);
+      corrected_ = step.rate * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t));
+      decay_ = step.rate * weight_decay_;
+    }
+  }
+
+  void update(Variable& var, const Tensor& grad, const Step& step, const SourceLocation& loc) override {
+    static const OpDef& adam = op_def("ApplyAdam");
+    static const OpDef& adamw = op_def("ApplyAdamW");
     Variable& m = slot_for(var, "m", loc);
     Variable& v = slot_for(var, "v", loc);
     std::vector<Tensor> ins{var.value_for_update(loc), m.value_for_update(loc), v.value_for_update(loc), grad};
     Attrs attrs{{"beta1", b1_}, {"beta2", b2_}, {"epsilon", eps_}};
-    if (traced_step.defined()) {
-      // The same expression, in the same order, as the eager path: traced steps match bit for bit.
-      // lr * sqrt(1 - b2^t) / (1 - b1^t)
-      const Tensor& t = traced_step;
-      Tensor bias2 = sub(1.0, pow(constant(b2_), t, loc), loc);
-      Tensor bias1 = sub(1.0, pow(constant(b1_), t, loc), loc);
-      ins.push_back(div(mul(traced_lr(loc), sqrt(bias2, loc), loc), bias1, loc));
+    const bool decays = weight_decay_ > 0 && !excluded(var);
+    if (step.traced()) {
+      ins.push_back(traced_corrected_);
+      if (decays) ins.push_back(traced_decay_);
     } else {
-      const double t = static_cast<double>(step);
-      attrs.set("lr", lr_ * std::sqrt(1 - std::pow(b2_, t)) / (1 - std::pow(b1_, t)));
+      attrs.set("lr", corrected_);
+      if (decays) attrs.set("decay", decay_);
     }
-    dispatch(op, ins, attrs, loc);
+    dispatch(decays ? adamw : adam, ins, attrs, loc);
   }
-  double b1_, b2_, eps_;
+
+  void end_step() override {
+    traced_corrected_ = Tensor();
+    traced_decay_ = Tensor();
+  }
+
+  bool excluded(const Variable& var) const {
+    const std::string& name = var.name();
+    for (const std::string& part : excluded_)
+      if (name.find(part) != std::string::npos) return true;
+    return false;
+  }
+
+  std::string name_;
+  double b1_, b2_, eps_, weight_decay_;
+  std::vector<std::string> excluded_;
+  // This step's bias-corrected rate and decay factor (lr * weight_decay): doubles eagerly, graph
+  // scalars when traced.
+  double corrected_ = 0, decay_ = 0;
+  Tensor traced_corrected_, traced_decay_;
 };
 
 }  // namespace
@@ -146,19 +206,23 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
   if (replicas) reduced = replicas->all_reduce_gradients(grads, vars, loc);
   const std::vector<Tensor>& applied = replicas ? reduced : grads;
   const size_t first_effect = b ? b->side_effects().size() : 0;
-  Tensor traced_step;
-  int64_t step = 0;
+  OptimizerImpl::Step step;
   if (b) {
-    traced_step = impl_->step_.assign_add(constant(1.0), loc);
+    step.count = impl_->step_.assign_add(constant(1.0), loc);
+    step.traced_rate = impl_->traced_rate_at(step.count, loc);
   } else {
-    step = iterations() + 1;
-    impl_->step_.assign(constant(static_cast<double>(step)), loc);
+    step.number = iterations() + 1;
+    step.rate = impl_->rate_at(step.number);
+    impl_->step_.assign(constant(static_cast<double>(step.number)), loc);
   }
+  impl_->stepped_ = true;
+  impl_->begin_step(step, loc);
   for (size_t i = 0; i < vars.size(); ++i) {
     if (!applied[i].defined()) continue;
     Variable v = vars[i];
-    impl_->update(v, applied[i], step, traced_step, loc);
+    impl_->update(v, applied[i], step, loc);
   }
+  impl_->end_step();
   // A traced function runs its updates with every call, a cond branch or loop body with its
   // node: only a TF1 graph needs a node to run them by.
   if (!b || b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
@@ -196,18 +260,39 @@ void Optimizer::restore_slot(const Variable& var, const std::string& slot, const
   impl_->pending_[key] = {var, value};
 }
 
-double Optimizer::learning_rate() const { return impl_->lr_; }
+double Optimizer::learning_rate() const {
+  return impl_->schedule_ ? (*impl_->schedule_)(iterations()) : impl_->lr_;
+}
+std::shared_ptr<const LearningRateSchedule> Optimizer::learning_rate_schedule() const { return impl_->schedule_; }
 void Optimizer::set_learning_rate(double lr) {
+  if (impl_->schedule_)
+    throw FailedPrecondition("[optimizer] set_learning_rate: this optimizer was made with a learning-rate schedule, "
+                             "which its steps follow; make a new optimizer to change it");
   if (!(lr >= 0) || !std::isfinite(lr))
     throw InvalidArgument("[optimizer] learning rate must be a finite non-negative number, got " + std::to_string(lr));
   impl_->lr_ = lr;
   impl_->lr_var_.assign(constant(lr));
 }
 
-SGD::SGD(double learning_rate, double momentum, bool nesterov)
+SGD::SGD(LearningRate learning_rate, double momentum, bool nesterov)
     : Optimizer(std::make_shared<SgdImpl>(learning_rate, momentum, nesterov)) {}
 
-Adam::Adam(double learning_rate, double beta1, double beta2, double epsilon)
-    : Optimizer(std::make_shared<AdamImpl>(learning_rate, beta1, beta2, epsilon)) {}
+Adam::Adam(LearningRate learning_rate, double beta1, double beta2, double epsilon)
+    : Optimizer(std::make_shared<AdamImpl>("Adam", learning_rate, beta1, beta2, epsilon, 0.0)) {}
+
+AdamW::AdamW(LearningRate learning_rate, double weight_decay, double beta1, double beta2, double epsilon)
+    : Optimizer(std::make_shared<AdamImpl>("AdamW", learning_rate, beta1, beta2, epsilon, weight_decay)) {}
+
+void AdamW::exclude_from_weight_decay(const std::vector<std::string>& substrings) {
+  auto& impl = static_cast<AdamImpl&>(*impl_);
+  if (impl.stepped_)
+    throw FailedPrecondition("[AdamW] exclude_from_weight_decay must be called before the first apply_gradients");
+  for (const std::string& s : substrings) {
+    if (s.empty()) throw InvalidArgument("[AdamW] exclude_from_weight_decay: an empty string would exclude every variable");
+    impl.excluded_.push_back(s);
+  }
+}
+
+double AdamW::weight_decay() const { return static_cast<const AdamImpl&>(*impl_).weight_decay_; }
 
 }  // namespace weft::optim

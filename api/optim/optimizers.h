@@ -4,6 +4,11 @@
 //   optim::Adam opt(1e-3);
 //   opt.apply_gradients(tape.gradient(loss, vars), vars);
 //
+//   optim::AdamW opt(optim::CosineDecay(1e-3, 5000, 0.1, 100), /*weight_decay=*/0.1);
+//   opt.exclude_from_weight_decay({"bias", "layer_normalization"});
+//   auto [clipped, norm] = clip_by_global_norm(tape.gradient(loss, vars), 1.0);
+//   opt.apply_gradients(clipped, vars);
+//
 //   // TF1 style, inside a GraphScope: the result is the train op, run as a Session target.
 //   Operation train = opt.apply_gradients(tape.gradient(loss, vars), vars);
 //   sess.run({{x, xb}, {y, yb}}, {loss}, {train});
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "api/graph.h"
+#include "api/optim/schedules.h"
 #include "api/variable.h"
 
 namespace weft::optim {
@@ -40,8 +46,13 @@ class Optimizer {
   std::vector<Variable> variables() const;
   // The slot `slot` ("m", "v", "momentum") of `var`, undefined if not created yet.
   Variable slot(const Variable& var, const std::string& slot) const;
+  // The rate of the next step: the number, or the schedule at iterations().
   double learning_rate() const;
+  // FailedPrecondition for an optimizer made with a schedule (whose traced steps compute the rate
+  // from the schedule): make a new optimizer instead, as Keras asks.
   void set_learning_rate(double lr);
+  // The schedule the optimizer was made with; null for a number.
+  std::shared_ptr<const LearningRateSchedule> learning_rate_schedule() const;
 
   // For checkpoints.
   // The step count (a float64 scalar): saved so that Adam's bias correction resumes where it was.
@@ -63,14 +74,38 @@ class Optimizer {
   std::shared_ptr<OptimizerImpl> impl_;
 };
 
+// Each learning_rate is a number or a schedule (schedules.h).
 class SGD : public Optimizer {
  public:
-  explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
+  explicit SGD(LearningRate learning_rate = 0.01, double momentum = 0.0, bool nesterov = false);
 };
 
+// Keras' Adam: epsilon is added to sqrt(v), and the bias corrections scale the rate.
 class Adam : public Optimizer {
  public:
-  explicit Adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-7);
+  explicit Adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-7);
+};
+
+// Adam with decoupled weight decay (Loshchilov & Hutter, "Decoupled Weight Decay Regularization"),
+// as Keras' AdamW computes it: each step first shrinks the variable by the step's learning rate
+// times weight_decay, then takes Adam's step, in one fused update:
+//
+//   var <- var - lr * weight_decay * var - lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)
+//
+// lr is the step's rate (a schedule's value, not bias-corrected). PyTorch's AdamW multiplies by
+// (1 - lr * weight_decay), the same decay, and adds eps to the bias-corrected sqrt(v) instead,
+// which differs only while sqrt(v) is about as small as eps.
+class AdamW : public Optimizer {
+ public:
+  // InvalidArgument for a weight_decay that is negative or not finite, or the betas and epsilon
+  // Adam refuses.
+  explicit AdamW(LearningRate learning_rate = 0.001, double weight_decay = 0.01, double beta1 = 0.9,
+                 double beta2 = 0.999, double epsilon = 1e-7);
+  // Variables whose name (their path: "dense/bias", "block/layer_normalization/gamma") contains
+  // one of `substrings` get no weight decay; each call adds to the list. Before the first step
+  // only (FailedPrecondition after: steps already traced keep the choice they were traced with).
+  void exclude_from_weight_decay(const std::vector<std::string>& substrings);
+  double weight_decay() const;
 };
 
 }  // namespace weft::optim

@@ -1,7 +1,10 @@
-// CPU kernels of the fused optimizer updates (in place on their inputs).
+// CPU kernels of the fused optimizer updates (in place on their inputs), and of GlobalSquaredNorm.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 
@@ -9,11 +12,15 @@ namespace weft::cpu {
 
 namespace {
 
-// The optional last input (a float64 scalar computed in the graph) wins over the attribute.
-double learning_rate(const KernelContext& ctx) {
-  if (static_cast<int>(ctx.inputs.size()) > ctx.op.min_inputs) return ctx.inputs.back().item<double>();
-  return ctx.attrs.get<double>("lr");
+// Rate `index` of those after the op's tensors: that input (a float64 scalar computed in the
+// graph) when there is one, else the attribute.
+double rate(const KernelContext& ctx, int index, const char* attr) {
+  const int input = ctx.op.min_inputs + index;
+  if (static_cast<int>(ctx.inputs.size()) > input) return ctx.inputs[static_cast<size_t>(input)].item<double>();
+  return ctx.attrs.get<double>(attr);
 }
+
+double learning_rate(const KernelContext& ctx) { return rate(ctx, 0, "lr"); }
 
 template <class T>
 T* writable(const Tensor& t) {
@@ -66,6 +73,60 @@ void adam(KernelContext& ctx) {
   });
 }
 
+// Keras' AdamW order: the decay (decay = lr * weight_decay) first, from the variable before this
+// step, then Adam's step.
+template <class T>
+void adamw(KernelContext& ctx) {
+  T* w = writable<T>(ctx.input(0));
+  T* m = writable<T>(ctx.input(1));
+  T* v = writable<T>(ctx.input(2));
+  const T* g = static_cast<const T*>(ctx.input(3).raw_data());
+  const T lr = static_cast<T>(rate(ctx, 0, "lr"));  // already bias-corrected
+  const T decay = static_cast<T>(rate(ctx, 1, "decay"));
+  const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
+  const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
+  const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
+  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain / 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const T decayed = w[i] - decay * w[i];
+      m[i] = b1 * m[i] + (T(1) - b1) * g[i];
+      v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
+      w[i] = decayed - lr * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  });
+}
+
+// Every input cut into blocks of a fixed size, each block summed in float64 by one task and the
+// block sums added in order: the same bits whatever the number of threads.
+template <class T>
+void global_squared_norm(KernelContext& ctx) {
+  constexpr int64_t kBlock = int64_t{1} << 14;
+  struct Block {
+    const T* data;
+    int64_t size;
+  };
+  std::vector<Block> blocks;
+  for (const Tensor& x : ctx.inputs) {
+    const T* p = static_cast<const T*>(x.raw_data());
+    for (int64_t at = 0; at < x.size(); at += kBlock) blocks.push_back({p + at, std::min(kBlock, x.size() - at)});
+  }
+  std::vector<double> sums(blocks.size());
+  ctx.pool().parallel_for(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const Block& block = blocks[static_cast<size_t>(k)];
+      double s = 0;
+      for (int64_t i = 0; i < block.size; ++i) {
+        const double x = static_cast<double>(block.data[i]);
+        s += x * x;
+      }
+      sums[static_cast<size_t>(k)] = s;
+    }
+  });
+  double total = 0;
+  for (double s : sums) total += s;
+  *static_cast<T*>(ctx.output(0).raw_data()) = static_cast<T>(total);
+}
+
 }  // namespace
 
 void register_training_kernels() {
@@ -75,6 +136,11 @@ void register_training_kernels() {
   register_kernel("ApplyMomentum", DeviceType::CPU, float64, momentum<double>);
   register_kernel("ApplyAdam", DeviceType::CPU, float32, adam<float>);
   register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float32, adamw<float>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float64, adamw<double>);
+  register_kernel("GlobalSquaredNorm", DeviceType::CPU, float32, global_squared_norm<float>);
+  register_kernel("GlobalSquaredNorm", DeviceType::CPU, float64, global_squared_norm<double>);
+  register_via_float32("GlobalSquaredNorm");
 }
 
 }  // namespace weft::cpu

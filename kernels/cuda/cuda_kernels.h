@@ -10,7 +10,7 @@ void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual G
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
 void register_matmul_kernels();   // matmul.cpp (+ matmul_kernels.cu): MatMul FusedMatMul through cuBLASLt
 void register_random_kernels();   // random.cu: RandomUniform RandomNormal (the CPU's Philox streams)
-void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam
+void register_training_kernels(); // training.cu: ApplyGradientDescent ApplyMomentum ApplyAdam ApplyAdamW GlobalSquaredNorm
 void register_transpose_kernels();  // transpose.cu: Transpose
 void register_array_kernels();      // array.cu: ConcatV2 Slice GatherV2 OneHot
 void register_pad_kernels();        // pad.cu: Pad
@@ -25,5 +25,6 @@ void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Co
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 void register_normalization_kernels();  // normalization.cu: FusedBatchNorm(Grad) LayerNorm(Grad)
 void register_attention_kernels();      // attention.cu: ScaledDotProductAttention(Grad)
+void register_trig_kernels();  // trig.cu: Sin Cos
 
 }  // namespace weft::cuda

@@ -39,6 +39,13 @@ TEST(DataParallel, OneReplicaTrainsLikeWeftFunctionAdamWithChangingBatch) {
                                                     [](int step) { return int64_t{20 + step}; });
 }
 
+TEST(DataParallel, OneReplicaTrainsLikeWeftFunctionAdamWWithASchedule) {
+  Cluster cluster;
+  distribute::DataParallel dp(cluster);
+  testing::expect_data_parallel_matches_one_process(
+      dp, [] { return optim::AdamW(optim::CosineDecay(0.02, 3, 0.1, 2), 0.1); }, 5, [](int) { return int64_t{24}; });
+}
+
 // Two GPUs of this one process (as TensorFlow's MirroredStrategy runs): their gradients meet
 // through NCCL, one communicator per GPU, each instance issued once both replicas came; training
 // matches one process. Needs two GPUs (no machine offered so far had them).

@@ -116,6 +116,14 @@ TEST(GraphTraining, AdamInAGraphMatchesEagerStepByStep) {
   expect_graph_matches_eager([] { return optim::Adam(0.05); });
 }
 
+TEST(GraphTraining, AdamWWithAScheduleInAGraphMatchesEagerStepByStep) {
+  expect_graph_matches_eager([] {
+    optim::AdamW opt(optim::CosineDecay(0.08, 6, 0.1, 3), 0.2);
+    opt.exclude_from_weight_decay({"bias"});
+    return opt;
+  });
+}
+
 // Logistic regression written out by hand: variables, matmul, loss, tape, train op.
 TEST(GraphTraining, LogisticRegressionLossDecreases) {
   Variable w(zeros({4, 3}), "w"), b(zeros({3}), "b");

@@ -77,6 +77,14 @@ TEST(TracedTraining, AdamStepMatchesEager) {
   expect_traced_step_matches_eager([] { return optim::Adam(0.01); });
 }
 
+TEST(TracedTraining, AdamWWithAScheduleStepMatchesEager) {
+  expect_traced_step_matches_eager([] {
+    optim::AdamW opt(optim::CosineDecay(0.02, 3, 0.1, 2), 0.1);
+    opt.exclude_from_weight_decay({"bias"});
+    return opt;
+  });
+}
+
 TEST(TracedTraining, LearningRateChangesReachTheTracedStep) {
   Variable w(constant({1.f}), "w");
   optim::SGD opt(1.0);

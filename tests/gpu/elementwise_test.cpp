@@ -44,6 +44,8 @@ std::vector<OpCase> op_cases() {
       {"Square", 1, numeric()},
       {"Exp", 1, floating(), false, kApprox},
       {"Log", 1, floating(), false, kApprox},
+      {"Sin", 1, floating(), false, kApprox, Values::kSmallPower},
+      {"Cos", 1, floating(), false, kApprox, Values::kSmallPower},
       {"Sqrt", 1, floating()},
       {"Rsqrt", 1, floating()},
       {"Relu", 1, numeric()},

@@ -110,7 +110,9 @@ std::vector<Update> updates() {
   return {{"ApplyGradientDescent", 2, Attrs{{"lr", 0.1}}},
           {"ApplyMomentum", 3, Attrs{{"lr", 0.05}, {"momentum", 0.9}, {"nesterov", false}}},
           {"ApplyMomentum", 3, Attrs{{"lr", 0.05}, {"momentum", 0.9}, {"nesterov", true}}},
-          {"ApplyAdam", 4, Attrs{{"lr", 0.001}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}}}};
+          {"ApplyAdam", 4, Attrs{{"lr", 0.001}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}}},
+          {"ApplyAdamW", 4,
+           Attrs{{"lr", 0.001}, {"decay", 0.0004}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}}}};
 }
 
 TEST(CudaTraining, UpdatesAreBitIdenticalToTheCpu) {
@@ -124,7 +126,7 @@ TEST(CudaTraining, UpdatesAreBitIdenticalToTheCpu) {
           for (int i = 0; i < u.tensors; ++i) {
             Tensor t = random_tensor(dt, s, seed++, Values::kSmallPower);
             // Adam's second moment is non-negative.
-            if (std::string(u.op) == "ApplyAdam" && i == 2) {
+            if (std::string(u.op).starts_with("ApplyAdam") && i == 2) {
               std::vector<double> v(static_cast<size_t>(t.size()));
               for (int64_t j = 0; j < t.size(); ++j) v[static_cast<size_t>(j)] = std::fabs(element(t, j));
               if (dt == float64) t = Tensor::from_host(dt, s, v.data());
@@ -137,8 +139,9 @@ TEST(CudaTraining, UpdatesAreBitIdenticalToTheCpu) {
           }
           Attrs attrs = u.attrs;
           if (lr_input > 0) {
-            const double lr = 0.0123;
+            const double lr = 0.0123, decay = 0.0007;  // ApplyAdamW takes the decay factor after the rate
             ins.push_back(Tensor::from_host(float64, Shape{}, &lr));
+            if (std::string(u.op) == "ApplyAdamW") ins.push_back(Tensor::from_host(float64, Shape{}, &decay));
           }
           const std::vector<Tensor> want = update_on(*cpu_device(), u.op, ins, attrs);
           const std::vector<Tensor> got = update_on(*gpu(), u.op, ins, attrs, lr_input == 2);
@@ -147,6 +150,23 @@ TEST(CudaTraining, UpdatesAreBitIdenticalToTheCpu) {
                 << u.op << " " << dtype_name(dt) << " " << s.to_string() << " buffer " << i << " lr input "
                 << lr_input;
         }
+}
+
+// Float64 sums in another order than the CPU's: equal within the rounding of the result, and the
+// same bits on every run.
+TEST(CudaTraining, GlobalSquaredNormNearTheCpuAndDeterministic) {
+  WEFT_REQUIRE_GPU();
+  uint64_t seed = 50;
+  for (DType dt : {float32, float64, float16, bfloat16}) {
+    std::vector<Tensor> ins;
+    for (const Shape& s : {Shape{0}, Shape{1}, Shape{1000}, Shape{37, 41}, Shape{(1 << 20) + 3}, Shape{}})
+      ins.push_back(random_tensor(dt, s, seed++, Values::kSmallPower));
+    const Tensor want = run_on(*cpu_device(), "GlobalSquaredNorm", ins, dt, Shape{});
+    const Tensor got = run_on(*gpu(), "GlobalSquaredNorm", ins, dt, Shape{});
+    const double rel = dt == float64 ? 1e-13 : dt == float32 ? 1e-7 : 1e-2;
+    EXPECT_TRUE(same_values(want, got, rel)) << dtype_name(dt);
+    EXPECT_EQ(host_bytes(got), host_bytes(run_on(*gpu(), "GlobalSquaredNorm", ins, dt, Shape{}))) << dtype_name(dt);
+  }
 }
 
 TEST(CudaTraining, RefusesMismatchedBuffersInsteadOfWritingOutOfBounds) {
@@ -161,7 +181,8 @@ TEST(CudaRandomTrainingKernels, RegisteredForTheCpuDtypes) {
   if (!cuda_compiled_in()) GTEST_SKIP() << "built without CUDA";
   register_builtin_ops();
   for (const char* name :
-       {"RandomUniform", "RandomNormal", "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam"}) {
+       {"RandomUniform", "RandomNormal", "ApplyGradientDescent", "ApplyMomentum", "ApplyAdam", "ApplyAdamW",
+        "GlobalSquaredNorm"}) {
     const OpDef* op = op_registry().find(name);
     ASSERT_NE(op, nullptr) << name;
     for (int d = 0; d < kNumDTypes; ++d) {
