@@ -2,13 +2,21 @@
 // transcendental functions and softmax on 5 M float32 ([1667, 3000]), against libtorch on every
 // core and against the machine's copy bandwidth (the better of libtorch's clone and weft's neg,
 // both one read and one write of the tensor, as each function here is); and causal attention,
-// forward and backward, the fused op against the composed ops, at sequences of 256 and 1024.
+// forward and backward, the fused op against the composed ops, at sequences of 256 and 1024; and
+// a whole training step of nanoGPT's CPU configuration (examples/gpt_model.h: forward, backward,
+// clipping, AdamW on a cosine schedule), eager and traced, beside PyTorch (bench/peers/
+// nanogpt_torch.py, WEFT_BENCH_TORCH_PYTHON) and TensorFlow 2 Keras under tf.function
+// (bench/peers/nanogpt_tf.py, WEFT_BENCH_PYTHON), each on every core. Times are medians of steps.
 //
 //   bench_transformers [--quick]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <chrono>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +25,8 @@
 #endif
 
 #include "bench/bench_util.h"
+#include "bench/peer_runner.h"
+#include "examples/gpt_model.h"
 #include "weft/weft.h"
 
 using namespace weft;
@@ -61,6 +71,37 @@ double attention_step(bool fused, int64_t seq, int calls, int repeats) {
 }
 
 }  // namespace
+
+// The median seconds of `steps` training steps of nanoGPT's CPU configuration (vocabulary 65),
+// after `warmup` steps, on fixed random ids; traced with weft::function or eager.
+double nanogpt_step(bool traced, int warmup, int steps) {
+  random::set_seed(0);
+  const gpt::Config config = gpt::Config::cpu(65);
+  gpt::Gpt model(config);
+  optim::CosineDecay schedule(1e-3, 1900, 0.1, 100);
+  optim::AdamW optimizer(schedule, 0.1, 0.9, 0.99, 1e-8);
+  optimizer.exclude_from_weight_decay({"bias", "gamma", "beta"});
+  auto body = [&](Tensor x, Tensor y) {
+    GradientTape tape;
+    Tensor loss = gpt::loss(model(x, true), y);
+    std::vector<Variable> vars = model.trainable_variables();
+    optimizer.apply_gradients(clip_by_global_norm(tape.gradient(loss, vars), 1.0).clipped, vars);
+    return loss;
+  };
+  auto traced_step = function(body);
+  const Tensor x = cast(random::uniform({config.batch, config.block_size}, 0, 65, 1), int32);
+  const Tensor y = cast(random::uniform({config.batch, config.block_size}, 0, 65, 2), int32);
+  std::vector<double> times;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const float loss = (traced ? traced_step(x, y) : body(x, y)).item<float>();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!std::isfinite(loss)) std::fprintf(stderr, "nanoGPT step: loss %f\n", static_cast<double>(loss));
+    if (i >= warmup) times.push_back(std::chrono::duration<double>(t1 - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
@@ -166,5 +207,47 @@ int main(int argc, char** argv) {
     std::printf("| %-44s | %-10s | %-10s | %-12s | %-8s |\n", ("sequence " + std::to_string(seq)).c_str(),
                 ms(f).c_str(), ms(c).c_str(), fmt("%.2fx", f / c).c_str(), "<= 0.5x");
   }
+
+  // nanoGPT's CPU configuration, one training step: weft eager and traced, PyTorch, TensorFlow.
+  const int warmup = quick ? 3 : 5, steps = quick ? 10 : 30;
+  const double tokens = 12.0 * 64;
+  const double eager = nanogpt_step(false, warmup, steps), traced = nanogpt_step(true, warmup, steps);
+  auto peer = [&](const char* python_variable, const char* script, std::string* why_not) -> double {
+    const auto r = bench::run_python_peer(bench::peer_python(python_variable), bench::peer_script(script),
+                                          {"--steps", std::to_string(steps), "--warmup", std::to_string(warmup),
+                                           "--threads", std::to_string(cores)},
+                                          600, why_not);
+    return r && r->count("step_ms") ? r->at("step_ms") / 1e3 : 0.0;
+  };
+  std::string torch_why, tf_why;
+  // PyTorch at its best: Debian's torch runs OpenMP, whose threads spin between the many small
+  // ops of this step; on a loaded machine that costs it up to 4x, so it also runs with passive
+  // waiting, and the faster of the two counts.
+  double torch_step = peer("WEFT_BENCH_TORCH_PYTHON", "nanogpt_torch.py", &torch_why);
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  if (!wait_policy) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    const double passive = peer("WEFT_BENCH_TORCH_PYTHON", "nanogpt_torch.py", &torch_why);
+    unsetenv("OMP_WAIT_POLICY");
+    std::printf("PyTorch: %s with OpenMP's default waiting, %s with OMP_WAIT_POLICY=PASSIVE\n", ms(torch_step).c_str(),
+                ms(passive).c_str());
+    if (passive > 0 && (torch_step <= 0 || passive < torch_step)) torch_step = passive;
+  }
+  const double tf_step = peer("WEFT_BENCH_PYTHON", "nanogpt_tf.py", &tf_why);
+  std::printf("\nnanoGPT CPU configuration (4 layers, 4 heads, width 128, context 64, batch 12, vocabulary 65), "
+              "one training step (forward, backward, clipping, AdamW), median of %d, %d threads\n", steps, cores);
+  std::printf("| %-28s | %-10s | %-12s | %-12s | %-12s |\n", "", "step", "tokens/s", "weft traced /", "goal");
+  std::printf("|%s|%s|%s|%s|%s|\n", std::string(30, '-').c_str(), std::string(12, '-').c_str(),
+              std::string(14, '-').c_str(), std::string(14, '-').c_str(), std::string(14, '-').c_str());
+  auto row = [&](const std::string& who, double s, const char* goal) {
+    std::printf("| %-28s | %-10s | %-12s | %-12s | %-12s |\n", who.c_str(), ms(s).c_str(),
+                s > 0 ? fmt("%.0f", tokens / s).c_str() : "n/a", s > 0 ? fmt("%.2fx", traced / s).c_str() : "n/a", goal);
+  };
+  row("weft, traced", traced, "");
+  row("weft, eager", eager, "");
+  row("PyTorch " + std::string(torch_step > 0 ? "" : "(n/a)"), torch_step, "<= 0.5x");
+  row("TensorFlow 2, tf.function" + std::string(tf_step > 0 ? "" : " (n/a)"), tf_step, "<= 0.5x");
+  if (torch_step <= 0) std::printf("PyTorch: %s\n", torch_why.c_str());
+  if (tf_step <= 0) std::printf("TensorFlow: %s\n", tf_why.c_str());
   return 0;
 }

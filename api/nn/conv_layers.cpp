@@ -7,6 +7,7 @@
 
 #include "api/distribute/replica_context.h"
 #include "api/graph_builder.h"
+#include "api/nn/dtype_policy.h"
 #include "api/nn/layer_util.h"
 #include "api/ops/array.h"
 #include "api/ops/conv.h"
@@ -75,8 +76,9 @@ class Conv2DImpl final : public ModuleImpl {
     if (in != kernel_.shape()[2])
       throw InvalidArgument("[Conv2D] " + name() + " was built for " + std::to_string(kernel_.shape()[2]) +
                             " input channels, got shape " + x.shape().to_string() + called_at(loc));
-    Tensor y = conv2d(x, kernel_.value(loc), o_.strides, padding_, o_.dilations, loc);
-    if (o_.use_bias) y = add(y, bias_.value(loc), loc);
+    Tensor y = conv2d(policy_.cast_input(x, loc), policy_.cast_variable(kernel_.value(loc), loc), o_.strides, padding_,
+                      o_.dilations, loc);
+    if (o_.use_bias) y = add(y, policy_.cast_variable(bias_.value(loc), loc), loc);
     return o_.activation ? activate(o_.activation, y, loc) : y;
   }
 
@@ -90,6 +92,7 @@ class Conv2DImpl final : public ModuleImpl {
     // Glorot uniform over the receptive field, as Keras: fan_in = kh*kw*in, fan_out = kh*kw*filters.
     const int64_t area = kernel_size_[0] * kernel_size_[1];
     const double limit = std::sqrt(6.0 / static_cast<double>(area * in + area * filters_));
+    dtype = policy_.variable_dtype_for(dtype);
     kernel_ = register_variable(
         "kernel", Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, filters_}, -limit, limit, -1, dtype, loc),
                            name() + "/kernel", true, loc));
@@ -98,6 +101,7 @@ class Conv2DImpl final : public ModuleImpl {
 
   int64_t filters_;
   std::vector<int64_t> kernel_size_;
+  DTypePolicy policy_ = dtype_policy();
   Conv2DOptions o_;
   std::string padding_;
 };
@@ -140,7 +144,8 @@ class BatchNormImpl final : public ModuleImpl {
 
   Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
 
-  Tensor call_at(const Tensor& x, bool training, const SourceLocation& loc) override {
+  Tensor call_at(const Tensor& x_in, bool training, const SourceLocation& loc) override {
+    const Tensor x = policy_.cast_input(x_in, loc);
     if (x.rank() != 4 && x.rank() != 2)
       throw InvalidArgument("[BatchNormalization] " + name() + " needs NHWC (rank 4) or [N, C] (rank 2) inputs, got shape " +
                             x.shape().to_string() + called_at(loc));
@@ -255,6 +260,7 @@ class BatchNormImpl final : public ModuleImpl {
   BatchNormOptions o_;
   bool synchronized_ = false;
   DType param_dtype_ = DType::Float32;
+  DTypePolicy policy_ = dtype_policy();
 };
 
 }  // namespace

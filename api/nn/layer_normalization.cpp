@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "api/nn/dtype_policy.h"
 #include "api/nn/layer_util.h"
 #include "api/ops/creation.h"
 #include "api/ops/normalization.h"
@@ -27,7 +28,8 @@ class LayerNormImpl final : public ModuleImpl {
 
   Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
 
-  Tensor call_at(const Tensor& x, bool, const SourceLocation& loc) override {
+  Tensor call_at(const Tensor& x_in, bool, const SourceLocation& loc) override {
+    const Tensor x = policy_.cast_input(x_in, loc);
     if (x.rank() < 1)
       throw InvalidArgument("[LayerNormalization] " + name() + " needs inputs of rank >= 1, got a scalar" +
                             called_at(loc));
@@ -63,6 +65,7 @@ class LayerNormImpl final : public ModuleImpl {
   bool built_ = false;
   int64_t dim_ = 0;
   DType param_dtype_ = DType::Float32;
+  DTypePolicy policy_ = dtype_policy();
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "api/nn/layers.h"
 
+#include "api/nn/dtype_policy.h"
 #include "api/nn/layer_util.h"
 
 #include <cmath>
@@ -59,6 +60,8 @@ class DenseImpl final : public ModuleImpl {
       throw InvalidArgument("[Dense] " + name() + " needs inputs of rank >= 1, got a scalar" + called_at(loc));
     int64_t in = x.shape()[x.rank() - 1];
     if (!kernel_.defined()) build(in, x.dtype(), loc);
+    const Tensor input = policy_.cast_input(x, loc);
+    const Tensor kernel = policy_.cast_variable(kernel_.value(loc), loc);
     if (in != kernel_.shape()[0])
       throw InvalidArgument("[Dense] " + name() + " was built for inputs with last dimension " +
                             std::to_string(kernel_.shape()[0]) + ", got shape " + x.shape().to_string() +
@@ -68,11 +71,11 @@ class DenseImpl final : public ModuleImpl {
     // adjacent to it for the fusion pass; only a vector needs reshaping.
     Tensor y;
     if (x.rank() >= 2) {
-      y = matmul(x, kernel_.value(loc), false, false, loc);
+      y = matmul(input, kernel, false, false, loc);
     } else {
-      y = reshape(matmul(reshape(x, {1, in}, loc), kernel_.value(loc), false, false, loc), {units_}, loc);
+      y = reshape(matmul(reshape(input, {1, in}, loc), kernel, false, false, loc), {units_}, loc);
     }
-    if (use_bias_) y = add(y, bias_.value(loc), loc);
+    if (use_bias_) y = add(y, policy_.cast_variable(bias_.value(loc), loc), loc);
     return activation_ ? activate(activation_, y, loc) : y;
   }
 
@@ -84,6 +87,7 @@ class DenseImpl final : public ModuleImpl {
       throw InvalidArgument("[Dense] " + name() + " needs floating-point inputs, got " +
                             std::string(dtype_name(dtype)) + called_at(loc));
     double limit = std::sqrt(6.0 / static_cast<double>(in + units_));  // Glorot uniform
+    dtype = policy_.variable_dtype_for(dtype);
     kernel_ = register_variable(
         "kernel", Variable(random::uniform({in, units_}, -limit, limit, -1, dtype, loc), name() + "/kernel", true, loc));
     if (use_bias_) bias_ = register_variable("bias", Variable(zeros({units_}, dtype, loc), name() + "/bias", true, loc));
@@ -91,6 +95,7 @@ class DenseImpl final : public ModuleImpl {
 
   int64_t units_;
   Activation activation_;
+  DTypePolicy policy_ = dtype_policy();
   bool use_bias_;
 };
 

@@ -1,6 +1,7 @@
 #include "api/nn/losses.h"
 
 #include "api/gradient_registry.h"
+#include "api/nn/dtype_policy.h"
 #include "api/ops/array.h"
 #include "api/ops/math.h"
 #include "api/ops/nn.h"
@@ -9,16 +10,27 @@
 
 namespace weft::nn {
 
+namespace {
+// Under a mixed dtype policy, losses are computed in float32 from 16-bit predictions (the model's
+// outputs), as Keras's losses are: the log-sum-exp and the mean need float32's precision and
+// range. Otherwise a 16-bit loss stays 16-bit, as the op itself is.
+Tensor at_least_float32(const Tensor& x, const SourceLocation& loc) {
+  const bool half = x.defined() && (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16);
+  return half && dtype_policy().mixed ? cast(x, DType::Float32, loc) : x;
+}
+}  // namespace
+
 Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const SourceLocation& loc) {
   static const OpDef& op = op_def("SparseSoftmaxCrossEntropyWithLogits");
-  std::vector<Tensor> out = dispatch(op, std::vector<Tensor>{logits, labels}, {}, loc);
+  std::vector<Tensor> out = dispatch(op, std::vector<Tensor>{at_least_float32(logits, loc), labels}, {}, loc);
   return reduce_mean(out[0], {}, false, loc);
 }
 
 // y_true may broadcast to y_pred's shape, not beyond it: (N,) against (N, 1) would otherwise
 // average an (N, N) matrix of every pair without a word.
-Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred, const SourceLocation& loc) {
-  Tensor diff = sub(y_pred, y_true, loc);
+Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred_in, const SourceLocation& loc) {
+  const Tensor y_pred = at_least_float32(y_pred_in, loc);
+  Tensor diff = sub(y_pred, at_least_float32(y_true, loc), loc);
   const Shape& ds = diff.shape();
   const Shape& ps = y_pred.shape();
   bool grew = ds.rank() > ps.rank();

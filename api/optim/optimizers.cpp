@@ -43,6 +43,8 @@ class OptimizerImpl {
   // After the updates: drop what begin_step kept (a traced step's tensors hold its graph).
   virtual void end_step() {}
   virtual void update(Variable& var, const Tensor& grad, const Step& step, const SourceLocation& loc) = 0;
+  // The slots update() makes for every variable.
+  virtual std::vector<std::string> slot_names() const = 0;
 
   // Step n (counting from 0: the count before it) runs at schedule(n), as Keras reads a schedule
   // at `iterations` before incrementing it.
@@ -109,6 +111,9 @@ class SgdImpl final : public OptimizerImpl {
       dispatch(op, ins, attrs, loc);
     }
   }
+  std::vector<std::string> slot_names() const override {
+    return momentum_ == 0 ? std::vector<std::string>{} : std::vector<std::string>{"momentum"};
+  }
   double momentum_;
   bool nesterov_;
 };
@@ -162,6 +167,8 @@ class AdamImpl final : public OptimizerImpl {
     }
     dispatch(decays ? adamw : adam, ins, attrs, loc);
   }
+
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
   void end_step() override {
     traced_corrected_ = Tensor();
@@ -229,6 +236,13 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
   const std::vector<int32_t>& effects = b->side_effects();
   std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());
   return Operation(b->graph_ptr(), b->group(updates, "train", loc));
+}
+
+void Optimizer::build(const std::vector<Variable>& vars, const SourceLocation& loc) {
+  for (const Variable& var : vars) {
+    if (!var.defined()) throw InvalidArgument("[Optimizer::build] an undefined variable");
+    for (const std::string& slot : impl_->slot_names()) impl_->slot_for(var, slot, loc);
+  }
 }
 
 int64_t Optimizer::iterations() const {

@@ -42,6 +42,10 @@ class Optimizer {
   Operation apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                             const std::source_location& loc = std::source_location::current());
   int64_t iterations() const;
+  // Creates the slot variables of `vars` now, as the first update would (Keras's
+  // optimizer.build): for steps that update inside a cond branch, where no variable can be made
+  // (optim::LossScaleOptimizer calls it). Slots that exist are kept.
+  void build(const std::vector<Variable>& vars, const std::source_location& loc = std::source_location::current());
   // Slot variables in creation order (for checkpoints).
   std::vector<Variable> variables() const;
   // The slot `slot` ("m", "v", "momentum") of `var`, undefined if not created yet.

@@ -23,6 +23,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attention_params.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/reduce_loops.h"
@@ -51,52 +52,20 @@ void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
     cblas_dgemm(CblasRowMajor, ota, otb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-struct Geometry {
-  int64_t batch = 0, heads = 0, sq = 0, sk = 0, d = 0, dv = 0;
-  double scale = 1;
-  bool causal = false;
-  double dropout = 0;
-  uint64_t seed = 0;
-  const bool* mask = nullptr;
-  int64_t mask_stride[4] = {0, 0, 0, 0};  // per [batch, heads, q, k]; 0 where the mask broadcasts
+using Geometry = AttentionParams;
 
-  // The last key query row i sees (causal: bottom-right aligned), or sk - 1.
-  int64_t last_key(int64_t i) const { return causal ? std::min(sk - 1, i + sk - sq) : sk - 1; }
-};
-
-// q is input `first`; the optional mask and seed follow input `extra` on.
+// The problem from the attributes and the inputs (q at `first`), with the dropout seed.
 Geometry geometry(const KernelContext& ctx, int first, int extra) {
-  Geometry g;
-  const Shape& q = ctx.input(first).shape();
-  const Shape& v = ctx.input(first + 2).shape();
-  g.batch = q[0];
-  g.heads = q[1];
-  g.sq = q[2];
-  g.d = q[3];
-  g.sk = v[2];
-  g.dv = v[3];
-  g.scale = ctx.attrs.get<double>("scale");
-  g.causal = ctx.attrs.get<bool>("causal");
-  g.dropout = ctx.attrs.get_or<double>("dropout", 0.0);
-  int next = extra;
-  if (ctx.attrs.get_or<bool>("has_mask", false)) {
-    const Tensor& m = ctx.input(next++);
-    g.mask = static_cast<const bool*>(m.raw_data());
-    const int64_t r = m.shape().rank();
-    int64_t stride = 1;
-    for (int64_t d = r - 1; d >= 0; --d) {
-      g.mask_stride[4 - r + d] = m.shape()[d] == 1 ? 0 : stride;
-      stride *= m.shape()[d];
-    }
-  }
-  if (g.dropout > 0) g.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(ctx.input(next).raw_data()));
+  Geometry g = attention_params(ctx, first, extra);
+  if (g.seed_input >= 0) g.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(ctx.input(g.seed_input).raw_data()));
   return g;
 }
 
-// The dropout factor of probability (head bh, row i, key j): 0 or 1 / (1 - dropout), from the
-// Philox draw of its element index, so the gradient redraws the same mask.
+// The dropout factors of a tile (head bh, rows [i0, i0 + rows), keys [j0, j0 + cols)) into
+// `factors`: 0 or 1 / (1 - dropout), from the Philox draw of each element's index, so the
+// gradient redraws the forward's mask.
 template <class T>
-void apply_dropout(const Geometry& g, int64_t bh, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* p) {
+void dropout_factors(const Geometry& g, int64_t bh, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* factors) {
   const Philox4x32 philox(g.seed);
   const float rate = static_cast<float>(g.dropout);
   const T keep_scale = static_cast<T>(1.0 / (1.0 - g.dropout));
@@ -105,9 +74,17 @@ void apply_dropout(const Geometry& g, int64_t bh, int64_t i0, int64_t rows, int6
     for (int64_t c = 0; c < cols; ++c) {
       const uint64_t e = base + static_cast<uint64_t>(c);
       const uint32_t word = philox(e / 4)[e % 4];
-      p[r * cols + c] *= unit_float(word) >= rate ? keep_scale : T(0);
+      factors[r * cols + c] = unit_float(word) >= rate ? keep_scale : T(0);
     }
   }
+}
+
+template <class T>
+void apply_dropout(const Geometry& g, int64_t bh, int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* p) {
+  thread_local std::vector<T> factors;
+  factors.resize(static_cast<size_t>(rows * cols));
+  dropout_factors(g, bh, i0, rows, j0, cols, factors.data());
+  for (int64_t e = 0; e < rows * cols; ++e) p[e] *= factors[static_cast<size_t>(e)];
 }
 
 // S = q_rows k_cols^T scale, -inf where the mask or the causal rule hides a key.
@@ -215,10 +192,21 @@ void gradient_tile(const Geometry& g, const T* qh, const T* kh, const T* vh, con
   }
   // dP = dout v^T, then through the dropout mask; dS = P (dP - D).
   tile_gemm<T>(false, true, rows, cols, g.dv, T(1), dout_h + i0 * g.dv, g.dv, vh + j0 * g.dv, g.dv, T(0), ds, cols);
-  if (g.dropout > 0) apply_dropout(g, bh, i0, rows, j0, cols, ds);
+  if (g.dropout > 0) {
+    // The mask drawn once for the tile: dP goes through it, and dv takes the dropped P.
+    thread_local std::vector<T> factors;
+    factors.resize(static_cast<size_t>(rows * cols));
+    dropout_factors(g, bh, i0, rows, j0, cols, factors.data());
+    for (int64_t e = 0; e < rows * cols; ++e) {
+      const T f = factors[static_cast<size_t>(e)];
+      const int64_t r = e / cols;
+      ds[e] = p[e] * (ds[e] * f - delta_h[i0 + r]);
+      p[e] *= f;
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - delta_h[i0 + r]);
-  if (g.dropout > 0) apply_dropout(g, bh, i0, rows, j0, cols, p);  // dv takes the dropped P
 }
 
 template <class T>

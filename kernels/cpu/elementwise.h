@@ -39,24 +39,32 @@ inline void stream_copy_avx(void* dst, const void* src, size_t bytes) { std::mem
 inline bool can_stream() { return false; }
 #endif
 
-// Runs out[i] = f(i) over [b, e): directly, or for large outputs through an L1 staging buffer
-// that is streamed out.
-template <class TO, class F>
-inline void write_range(TO* __restrict out, int64_t b, int64_t e, bool streaming, F&& f) {
+// Runs block(i, len, dst), which writes out[i, i + len) to dst, over [b, e): in one block straight
+// into out, or for large outputs in chunks staged in L1 and streamed out.
+template <class TO, class B>
+inline void write_blocks(TO* out, int64_t b, int64_t e, bool streaming, B&& block) {
   if (!streaming || (reinterpret_cast<uintptr_t>(out + b) % 32) != 0) {
-    for (int64_t i = b; i < e; ++i) out[i] = f(i);
+    block(b, e - b, out + b);
     return;
   }
   alignas(64) TO stage[kStreamChunk];
   int64_t i = b;
   for (; i + kStreamChunk <= e; i += kStreamChunk) {
-    for (int64_t j = 0; j < kStreamChunk; ++j) stage[j] = f(i + j);
+    block(i, kStreamChunk, stage);
     stream_copy_avx(out + i, stage, sizeof(stage));
   }
-  for (; i < e; ++i) out[i] = f(i);
+  if (i < e) block(i, e - i, out + i);
 #if defined(__x86_64__)
   _mm_sfence();
 #endif
+}
+
+// Runs out[i] = f(i) over [b, e), through write_blocks.
+template <class TO, class F>
+inline void write_range(TO* out, int64_t b, int64_t e, bool streaming, F&& f) {
+  write_blocks(out, b, e, streaming, [&](int64_t i, int64_t len, TO* __restrict dst) {
+    for (int64_t j = 0; j < len; ++j) dst[j] = f(i + j);
+  });
 }
 
 template <class TO>
@@ -76,8 +84,7 @@ void unary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   });
 }
 
-// y = f(x) for a transcendental function of vector_math.h, over the pool in contiguous ranges
-// (large outputs staged in L1 and streamed out, as write_range does).
+// y = f(x) for a transcendental function of vector_math.h, over the pool in contiguous ranges.
 template <class T>
 void unary_math_loop(KernelContext& ctx, UnaryMath f) {
   const T* x = static_cast<const T*>(ctx.input(0).raw_data());
@@ -85,20 +92,7 @@ void unary_math_loop(KernelContext& ctx, UnaryMath f) {
   const int64_t n = ctx.output(0).size();
   const bool streaming = use_streaming<T>(n);
   ctx.pool().parallel_for(n, kExpensiveGrain, [&](int64_t b, int64_t e) {
-    if (!streaming || (reinterpret_cast<uintptr_t>(y + b) % 32) != 0) {
-      unary_math(f, x + b, y + b, e - b);
-      return;
-    }
-    alignas(64) T stage[kStreamChunk];
-    for (int64_t i = b; i < e; i += kStreamChunk) {
-      const int64_t len = std::min(kStreamChunk, e - i);
-      unary_math(f, x + i, stage, len);
-      if (len == kStreamChunk) stream_copy_avx(y + i, stage, sizeof(stage));
-      else std::memcpy(y + i, stage, static_cast<size_t>(len) * sizeof(T));
-    }
-#if defined(__x86_64__)
-    _mm_sfence();
-#endif
+    write_blocks(y, b, e, streaming, [&](int64_t i, int64_t len, T* dst) { unary_math(f, x + i, dst, len); });
   });
 }
 

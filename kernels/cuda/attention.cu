@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "kernels/attention_params.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/philox.h"
@@ -24,25 +25,10 @@ namespace {
 
 constexpr int kThreads = 128;
 
-struct Geo {
-  int64_t heads, sq, sk, d, dv;
-  double scale, dropout;
-  bool causal;
-  uint64_t seed;
-  const bool* mask;
-  int64_t ms[4];
-};
-
-__device__ int64_t last_key(const Geo& g, int64_t i) {
-  const int64_t last = g.causal ? i + g.sk - g.sq : g.sk - 1;
-  return last < g.sk - 1 ? last : g.sk - 1;
-}
+using Geo = AttentionParams;
 
 __device__ bool visible(const Geo& g, int64_t bh, int64_t i, int64_t j) {
-  if (j > last_key(g, i)) return false;
-  if (!g.mask) return true;
-  const int64_t b = bh / g.heads, h = bh % g.heads;
-  return g.mask[b * g.ms[0] + h * g.ms[1] + i * g.ms[2] + j * g.ms[3]];
+  return j <= g.last_key(i) && g.mask_keeps(bh, i, j);
 }
 
 template <class P>
@@ -164,35 +150,13 @@ __global__ void dkv_kernel(Geo g, const T* q, const T* k, const T* v, const T* d
   for (int64_t c = 0; c < g.dv; ++c) dv[key * g.dv + c] = from_compute<T>(static_cast<Compute<T>>(av[c]));
 }
 
-// The geometry from the attributes and the inputs (q at `first`); the seed is read back from the
-// device, once per call, when there is dropout.
-// q is input `first`; the optional mask and seed follow input `extra` on.
+// The problem from the attributes and the inputs (q at `first`); the dropout seed is read back
+// from the device, once per call.
 Geo geometry(KernelContext& ctx, int first, int extra) {
-  Geo g{};
-  const Shape& q = ctx.input(first).shape();
-  const Shape& v = ctx.input(first + 2).shape();
-  g.heads = q[1];
-  g.sq = q[2];
-  g.d = q[3];
-  g.sk = v[2];
-  g.dv = v[3];
-  g.scale = ctx.attrs.get<double>("scale");
-  g.causal = ctx.attrs.get<bool>("causal");
-  g.dropout = ctx.attrs.get_or<double>("dropout", 0.0);
-  int next = extra;
-  if (ctx.attrs.get_or<bool>("has_mask", false)) {
-    const Tensor& m = ctx.input(next++);
-    g.mask = static_cast<const bool*>(m.raw_data());
-    const int64_t r = m.shape().rank();
-    int64_t stride = 1;
-    for (int64_t d = r - 1; d >= 0; --d) {
-      g.ms[4 - r + d] = m.shape()[d] == 1 ? 0 : stride;
-      stride *= m.shape()[d];
-    }
-  }
-  if (g.dropout > 0) {
+  Geo g = attention_params(ctx, first, extra);
+  if (g.seed_input >= 0) {
     int64_t seed = 0;
-    cudaMemcpyAsync(&seed, ctx.input(next).raw_data(), sizeof(seed), cudaMemcpyDeviceToHost,
+    cudaMemcpyAsync(&seed, ctx.input(g.seed_input).raw_data(), sizeof(seed), cudaMemcpyDeviceToHost,
                     cuda_context(ctx).stream);
     cudaStreamSynchronize(cuda_context(ctx).stream);
     g.seed = static_cast<uint64_t>(seed);

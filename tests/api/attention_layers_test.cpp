@@ -109,6 +109,30 @@ TEST(MultiHeadAttention, EqualsTheComputationWrittenOut) {
   EXPECT_EQ(named[2].first, "output/kernel");
 }
 
+TEST(MultiHeadAttention, DecodingWithACacheEqualsTheFullCausalCall) {
+  nn::MultiHeadAttention mha(2, 3, {.causal = true});
+  const Tensor x = random::normal({2, 6, 4}, 0, 1, 11, float64);
+  const std::vector<double> full = mha(x).to_vector<double>();
+  // A prompt of two positions, then one position at a time: each output equals the full call's.
+  nn::KeyValueCache cache;
+  std::vector<Tensor> steps{mha(slice(x, {0, 0, 0}, {-1, 2, -1}), cache)};
+  EXPECT_EQ(cache.length(), 2);
+  for (int64_t t = 2; t < 6; ++t) steps.push_back(mha(slice(x, {0, t, 0}, {-1, 1, -1}), cache));
+  EXPECT_EQ(cache.length(), 6);
+  EXPECT_EQ(cache.key.shape(), (Shape{2, 2, 6, 3}));
+  const std::vector<double> decoded = concat(steps, 1).to_vector<double>();
+  ASSERT_EQ(decoded.size(), full.size());
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_NEAR(decoded[i], full[i], 1e-12) << i;
+  // A cache of another layer's geometry is an InvalidArgument naming the shapes.
+  nn::KeyValueCache wrong{random::normal({2, 3, 1, 3}, 0, 1, 1, float64), random::normal({2, 3, 1, 3}, 0, 1, 2, float64)};
+  try {
+    mha(slice(x, {0, 0, 0}, {-1, 1, -1}), wrong);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("(2, 3, 1, 3)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(MultiHeadAttention, TracedTrainingStepEqualsEager) {
   const Tensor x = random::normal({3, 6, 8}, 0, 1, 9);
   auto make = [&] {
