@@ -77,6 +77,30 @@ void softmax_row(const T* x, T* y, int64_t n) {
   scale_block<T, kLog>(y, n, row_shift<T, kLog>(s));
 }
 
+// Short rows (a softmax over a few classes, attention over a short sequence) a group at a time:
+// one exponential call over the whole group instead of one per row, whose fixed cost dominated
+// rows of tens of elements. Each row's values and sum are those of softmax_row (the exponential
+// is elementwise, and every row fits one chunk there), so the bits do not depend on the path.
+template <class T, bool kLog>
+void softmax_short_rows(const T* x, T* y, int64_t begin, int64_t end, int64_t n) {
+  alignas(64) T e[kChunk];
+  const int64_t group = std::max<int64_t>(1, kChunk / n);
+  for (int64_t r0 = begin; r0 < end; r0 += group) {
+    const int64_t rows = std::min(group, end - r0);
+    T* yg = y + r0 * n;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + (r0 + r) * n;
+      const T m = max_run(xr, n);
+      for (int64_t j = 0; j < n; ++j) yg[r * n + j] = xr[j] - m;
+    }
+    unary_math(UnaryMath::kExp, yg, kLog ? e : yg, rows * n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double sum = static_cast<double>(sum_run(kLog ? e + r * n : yg + r * n, n));
+      scale_block<T, kLog>(yg + r * n, n, row_shift<T, kLog>(sum));
+    }
+  }
+}
+
 // Rows too long for one task run each step block-parallel; the per-block partials are combined
 // in block order, so the result does not depend on the thread count.
 template <class T, bool kLog>
@@ -174,6 +198,10 @@ void softmax_kernel(KernelContext& ctx) {
   }
   if (inner == 1) {
     ctx.pool().parallel_for(outer, std::max<int64_t>(1, kExpensiveGrain / n), [&](int64_t begin, int64_t end) {
+      if (n <= kChunk / 4) {
+        softmax_short_rows<T, kLog>(x, y, begin, end, n);
+        return;
+      }
       for (int64_t o = begin; o < end; ++o) softmax_row<T, kLog>(x + o * n, y + o * n, n);
     });
     return;

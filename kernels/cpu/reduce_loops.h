@@ -97,27 +97,40 @@ template <bool kMax, class T>
 T extreme_run(const T* x, int64_t n) {  // n >= 1
   constexpr int L = kVecLen<T>, S = kStep<T>;
   T m = x[0];
+  if (n < L) {
+    for (int64_t i = 1; i < n; ++i) m = (kMax ? takes_max(x[i], m) : takes_min(x[i], m)) ? x[i] : m;
+    return m;
+  }
+  Vec<T> acc[kVecs];
+  decltype(acc[0] != acc[0]) nan[kVecs];
   int64_t i = 0;
+  for (int j = 0; j < kVecs; ++j) {  // n < S: every accumulator starts from the first vector
+    acc[j] = load_vec(x + (n >= S ? j * L : 0));
+    nan[j] = acc[j] != acc[j];
+  }
   if (n >= S) {
-    Vec<T> acc[kVecs];
-    decltype(acc[0] != acc[0]) nan[kVecs];
-    for (int j = 0; j < kVecs; ++j) {
-      acc[j] = load_vec(x + j * L);
-      nan[j] = acc[j] != acc[j];
-    }
     for (i = S; i + S <= n; i += S)
       for (int j = 0; j < kVecs; ++j) {
         const Vec<T> v = load_vec(x + i + j * L);
         acc[j] = (kMax ? v > acc[j] : v < acc[j]) ? v : acc[j];
         nan[j] |= v != v;
       }
-    for (int j = 0; j < kVecs; ++j)
-      for (int k = 0; k < L; ++k) {
-        if (nan[j][k]) return std::numeric_limits<T>::quiet_NaN();
-        m = (kMax ? acc[j][k] > m : acc[j][k] < m) ? acc[j][k] : m;
-      }
+  } else {
+    i = L;
   }
-  for (; i < n; ++i) m = (kMax ? takes_max(x[i], m) : takes_min(x[i], m)) ? x[i] : m;
+  // The rest a vector at a time, the last one overlapping what came before: the max and the min
+  // are idempotent, so elements seen twice change nothing (short rows stay vectorised).
+  for (bool last = false; i < n && !last; i += L) {
+    last = i + L >= n;
+    const Vec<T> v = load_vec(x + (last ? n - L : i));
+    acc[0] = (kMax ? v > acc[0] : v < acc[0]) ? v : acc[0];
+    nan[0] |= v != v;
+  }
+  for (int j = 0; j < kVecs; ++j)
+    for (int k = 0; k < L; ++k) {
+      if (nan[j][k]) return std::numeric_limits<T>::quiet_NaN();
+      m = (kMax ? acc[j][k] > m : acc[j][k] < m) ? acc[j][k] : m;
+    }
   return m;
 }
 

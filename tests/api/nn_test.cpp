@@ -165,6 +165,26 @@ TYPED_TEST(FloatTyped, SoftmaxEveryAxis) {
   check_softmax<T>({2, 3, 1100}, 1, 5);   // inner wider than one tile
 }
 
+// Short rows take a path of their own (groups of rows, one exponential call per group), and the
+// max of a short run is vectorised with an overlapping last vector: every length from 1 to 70,
+// with the largest element at the start, the end and in between.
+TYPED_TEST(FloatTyped, SoftmaxShortRowsOfEveryLength) {
+  using T = TypeParam;
+  for (int64_t n = 1; n <= 70; ++n) check_softmax<T>({5, n}, -1, 3);
+  for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33}) {
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<T> row(static_cast<size_t>(n), T(-1));
+      row[static_cast<size_t>(at)] = T(50);
+      const Tensor x = constant(row, Shape{1, n});
+      EXPECT_EQ(reduce_max(x).template item<T>(), T(50)) << n << " " << at;
+      const std::vector<T> y = softmax(x).template to_vector<T>();
+      EXPECT_NEAR(y[static_cast<size_t>(at)], 1.0, 1e-6) << n << " " << at;
+      row[static_cast<size_t>(at)] = std::numeric_limits<T>::quiet_NaN();
+      EXPECT_TRUE(std::isnan(reduce_max(constant(row, Shape{1, n})).template item<T>())) << n << " " << at;
+    }
+  }
+}
+
 TYPED_TEST(FloatTyped, SoftmaxLargeInputs) {
   using T = TypeParam;
   check_softmax<T>({1024, 1024}, -1, 10);
