@@ -160,7 +160,7 @@ std::pair<Tensor, Tensor> random_batch(const std::vector<int32_t>& data, int64_t
 
 // One character from the last position's logits: the top_k most likely, softened by temperature.
 int32_t sample(const Tensor& logits, double temperature, int64_t top_k, std::mt19937_64& rng) {
-  std::vector<float> l = logits.to_vector<float>();
+  std::vector<float> l = cast(logits, float32).to_vector<float>();  // bfloat16 under mixed precision
   std::vector<int32_t> order(l.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
   const size_t k = std::min<size_t>(static_cast<size_t>(top_k), l.size());

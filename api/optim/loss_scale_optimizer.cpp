@@ -33,7 +33,7 @@ Tensor LossScaleOptimizer::scale_loss(const Tensor& loss, const std::source_loca
 
 double LossScaleOptimizer::loss_scale() const { return scale_.state()->value.item<float>(); }
 
-void LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+Operation LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                          const std::source_location& loc) {
   if (grads.size() != vars.size())
     throw InvalidArgument("[LossScaleOptimizer] " + std::to_string(grads.size()) + " gradients for " +
@@ -45,6 +45,7 @@ void LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const
   distribute::ReplicaContext* replicas = b ? distribute::current_replica_context() : nullptr;
   const std::vector<Tensor> reduced = replicas ? replicas->all_reduce_gradients(grads, vars, loc) : grads;
   const distribute::ReplicaContextScope reduced_already(nullptr);
+  const size_t first_effect = b ? b->side_effects().size() : 0;
 
   const Tensor scale = scale_.value(loc);
   std::vector<Tensor> unscaled(reduced.size());
@@ -70,7 +71,7 @@ void LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const
   if (!b) {
     if (finite.item<bool>()) good_step();
     else skipped_step();
-    return;
+    return Operation();
   }
   // No variable can be made inside a cond branch: the inner optimizer's slots are made first.
   std::vector<Variable> updated;
@@ -78,6 +79,11 @@ void LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const
     if (unscaled[i].defined()) updated.push_back(vars[i]);
   inner_.build(updated, loc);
   cond(finite, good_step, skipped_step, loc);
+  // A TF1 graph runs the updates (the cond and the slots' initialisers) by a node of their own.
+  if (b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
+  const std::vector<int32_t>& effects = b->side_effects();
+  std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());
+  return Operation(b->graph_ptr(), b->group(updates, "train", loc));
 }
 
 }  // namespace weft::optim

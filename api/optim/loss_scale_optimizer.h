@@ -18,8 +18,9 @@
 // global norm): when every one is finite the inner optimizer takes its step, and after
 // `dynamic_growth_steps` such steps in a row the scale doubles; when any is inf or NaN (the
 // scale was too large) the step is skipped (variables, slots and the step count unchanged) and
-// the scale halves, to no less than 1. Eagerly, traced (a cond in the step's graph), and under
-// DataParallel, where the gradients are all-reduced first so that every replica decides alike.
+// the scale halves, to no less than 1. Eagerly, traced (a cond in the step's graph), in a TF1
+// Graph run by a Session, and under DataParallel, where the gradients are all-reduced first so
+// that every replica decides alike.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,10 @@ class LossScaleOptimizer {
 
   // loss times the current scale (in loss's dtype).
   Tensor scale_loss(const Tensor& loss, const std::source_location& loc = std::source_location::current()) const;
-  // Gradients of a scaled loss: unscaled, then applied by the inner optimizer or skipped.
-  void apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
+  // Gradients of a scaled loss: unscaled, then applied by the inner optimizer or skipped. Inside
+  // a GraphScope (TF1 style) the result is the train op, run as a Session target, as
+  // Optimizer::apply_gradients's; otherwise an undefined Operation.
+  Operation apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                        const std::source_location& loc = std::source_location::current());
 
   double loss_scale() const;

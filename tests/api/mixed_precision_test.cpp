@@ -151,6 +151,34 @@ TEST_F(MixedPrecision, LossScalingSkipsANonFiniteStepHalvesTheScaleAndGrowsAfter
   EXPECT_THROW(optim::LossScaleOptimizer(optim::SGD(0.1), 2.0, 0), InvalidArgument);
 }
 
+// TF1 style: the train op of a Session runs the cond; a run with an infinite gradient skips.
+TEST_F(MixedPrecision, LossScalingInASessionRunsByItsTrainOp) {
+  Variable w(constant(std::vector<float>{1.0f, 2.0f}, Shape{2}), "w");
+  optim::LossScaleOptimizer opt(optim::Adam(0.1), 64, 2);
+  Graph g;
+  Tensor x, loss;
+  Operation train;
+  {
+    GraphScope scope(g);
+    x = placeholder(float32, {2}, "x");
+    GradientTape tape;
+    loss = reduce_sum(mul(w.value(), x));
+    train = opt.apply_gradients(tape.gradient(opt.scale_loss(loss), std::vector<Variable>{w}), {w});
+  }
+  ASSERT_TRUE(train.defined());
+  Session sess(g);
+  sess.run({{x, constant(std::vector<float>{1.0f, 1.0f}, Shape{2})}}, {loss}, {train});
+  EXPECT_EQ(opt.iterations(), 1);
+  const std::vector<float> after = w.value().to_vector<float>();
+  EXPECT_NEAR(after[0], 0.9f, 1e-5f);  // Adam's first step: lr * sign(g)
+  sess.run({{x, constant(std::vector<float>{std::numeric_limits<float>::infinity(), 1.0f}, Shape{2})}}, {loss}, {train});
+  EXPECT_EQ(w.value().to_vector<float>(), after);
+  EXPECT_EQ(opt.loss_scale(), 32.0);
+  EXPECT_EQ(opt.iterations(), 1);
+  sess.run({{x, constant(std::vector<float>{1.0f, 1.0f}, Shape{2})}}, {}, {train});
+  EXPECT_EQ(opt.iterations(), 2);
+}
+
 // float16's range: the gradients of a loss scaled by 2^15 overflow for a while, so the first
 // steps are skipped and the scale comes down; then the model trains.
 TEST_F(MixedPrecision, AFloat16ModelTrainsWithDynamicLossScaling) {
