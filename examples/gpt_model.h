@@ -37,9 +37,9 @@ struct Config {
 // x + attention(ln_1(x)), then x + mlp(ln_2(x)).
 class Block : public nn::ModuleImpl {
  public:
-  explicit Block(const Config& c) : nn::ModuleImpl("block") {
+  explicit Block(const Config& c)
+      : nn::ModuleImpl("block"), attention_(c.heads, c.width / c.heads, {.causal = true, .dropout = c.dropout}) {
     ln_1_ = register_module("ln_1", nn::LayerNormalization({.epsilon = 1e-5}));
-    attention_ = nn::MultiHeadAttention(c.heads, c.width / c.heads, {.causal = true, .dropout = c.dropout});
     register_module("attention", attention_);
     ln_2_ = register_module("ln_2", nn::LayerNormalization({.epsilon = 1e-5}));
     fc_ = register_module("fc", nn::Dense(4 * c.width, nn::gelu));
@@ -59,8 +59,8 @@ class Block : public nn::ModuleImpl {
   }
 
  private:
+  nn::MultiHeadAttention attention_;  // kept as its own type for the decoding call
   nn::Module ln_1_, ln_2_, fc_, projection_, dropout_;
-  nn::MultiHeadAttention attention_{1, 1};
 };
 
 class GptImpl : public nn::ModuleImpl {
