@@ -253,6 +253,7 @@ int main(int argc, char** argv) try {
     const double train_loss = mean_loss(train, eval_rng), val_loss = mean_loss(val, eval_rng);
     std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(iter), train_loss, val_loss);
     if (checkpoints) std::printf("saved %s\n", checkpoints->save(iter).c_str());
+    std::fflush(stdout);  // shown now, also when the output goes to a file
   }
 
   // Sampling with the key-value caches.
