@@ -79,15 +79,8 @@ double nanogpt_step(bool traced, int warmup, int steps) {
   const gpt::Config config = gpt::Config::cpu(65);
   gpt::Gpt model(config);
   optim::CosineDecay schedule(1e-3, 1900, 0.1, 100);
-  optim::AdamW optimizer(schedule, 0.1, 0.9, 0.99, 1e-8);
-  optimizer.exclude_from_weight_decay({"bias", "gamma", "beta"});
-  auto body = [&](Tensor x, Tensor y) {
-    GradientTape tape;
-    Tensor loss = gpt::loss(model(x, true), y);
-    std::vector<Variable> vars = model.trainable_variables();
-    optimizer.apply_gradients(clip_by_global_norm(tape.gradient(loss, vars), 1.0).clipped, vars);
-    return loss;
-  };
+  optim::AdamW optimizer = gpt::adamw(schedule);
+  auto body = [&](Tensor x, Tensor y) { return gpt::train_step(model, optimizer, x, y).loss; };
   auto traced_step = function(body);
   const Tensor x = cast(random::uniform({config.batch, config.block_size}, 0, 65, 1), int32);
   const Tensor y = cast(random::uniform({config.batch, config.block_size}, 0, 65, 2), int32);

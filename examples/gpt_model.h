@@ -144,4 +144,27 @@ inline Tensor loss(const Tensor& logits, const Tensor& targets) {
   return nn::sparse_softmax_cross_entropy(reshape(targets, {-1}), reshape(logits, {-1, vocab}));
 }
 
+// nanoGPT's optimizer: AdamW with betas 0.9 / 0.99 and weight decay 0.1 on the matrices only.
+inline optim::AdamW adamw(const optim::LearningRate& learning_rate) {
+  optim::AdamW optimizer(learning_rate, /*weight_decay=*/0.1, /*beta1=*/0.9, /*beta2=*/0.99, /*epsilon=*/1e-8);
+  optimizer.exclude_from_weight_decay({"bias", "gamma", "beta"});
+  return optimizer;
+}
+
+struct StepResult {
+  Tensor loss, gradient_norm;  // the norm before clipping
+};
+
+// One training step: forward, backward, the gradients clipped to a global norm of 1, the update.
+// Under DataParallel each replica clips its own gradients before apply_gradients averages them
+// (as a TensorFlow custom loop under MirroredStrategy does); in one process it is nanoGPT's step.
+inline StepResult train_step(const Gpt& model, optim::Optimizer& optimizer, const Tensor& ids, const Tensor& targets) {
+  GradientTape tape;
+  Tensor l = loss(model(ids, /*training=*/true), targets);
+  std::vector<Variable> vars = model.trainable_variables();
+  auto [grads, norm] = clip_by_global_norm(tape.gradient(l, vars), 1.0);
+  optimizer.apply_gradients(grads, vars);
+  return {l, norm};
+}
+
 }  // namespace gpt

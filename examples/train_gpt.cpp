@@ -202,8 +202,7 @@ int main(int argc, char** argv) try {
   gpt::Gpt model(config);
   optim::CosineDecay schedule(opt.learning_rate, std::max<int64_t>(1, opt.max_iters - opt.warmup_iters),
                               opt.min_learning_rate / opt.learning_rate, opt.warmup_iters);
-  optim::AdamW optimizer(schedule, /*weight_decay=*/0.1, /*beta1=*/0.9, /*beta2=*/0.99, /*epsilon=*/1e-8);
-  optimizer.exclude_from_weight_decay({"bias", "gamma", "beta"});  // decay the matrices only
+  optim::AdamW optimizer = gpt::adamw(schedule);
 
   // Checkpoints hold the model and the optimizer, whose step counter says where to resume.
   std::optional<CheckpointManager> checkpoints;
@@ -215,14 +214,8 @@ int main(int argc, char** argv) try {
   }
 
   auto step = dp.function([&](Tensor x, Tensor y) {
-    GradientTape tape;
-    Tensor loss = gpt::loss(model(x, /*training=*/true), y);
-    std::vector<Variable> vars = model.trainable_variables();
-    // Each replica clips its own gradients before apply_gradients averages them (as a TensorFlow
-    // custom loop under MirroredStrategy does); with one process this is nanoGPT's clipping.
-    auto [grads, norm] = clip_by_global_norm(tape.gradient(loss, vars), 1.0);
-    optimizer.apply_gradients(grads, vars);
-    return std::make_tuple(loss, norm);
+    const gpt::StepResult r = gpt::train_step(model, optimizer, x, y);
+    return std::make_tuple(r.loss, r.gradient_norm);
   });
   auto evaluate = function([&](Tensor x, Tensor y) { return gpt::loss(model(x, /*training=*/false), y); });
   auto mean_loss = [&](const std::vector<int32_t>& data, std::mt19937_64& rng) {

@@ -10,6 +10,7 @@
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
 #include "api/optim/clipping.h"
+#include "api/optim/train_op.h"
 #include "runtime/error.h"
 
 namespace weft::optim {
@@ -79,11 +80,7 @@ Operation LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, 
     if (unscaled[i].defined()) updated.push_back(vars[i]);
   inner_.build(updated, loc);
   cond(finite, good_step, skipped_step, loc);
-  // A TF1 graph runs the updates (the cond and the slots' initialisers) by a node of their own.
-  if (b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
-  const std::vector<int32_t>& effects = b->side_effects();
-  std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());
-  return Operation(b->graph_ptr(), b->group(updates, "train", loc));
+  return detail::train_op(b, first_effect, loc);  // in a TF1 graph: the cond and the slots' initialisers
 }
 
 }  // namespace weft::optim

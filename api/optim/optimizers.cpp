@@ -9,6 +9,7 @@
 #include "api/graph_builder.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
+#include "api/optim/train_op.h"
 
 namespace weft::optim {
 
@@ -230,8 +231,10 @@ Operation Optimizer::apply_gradients(const std::vector<Tensor>& grads, const std
     impl_->update(v, applied[i], step, loc);
   }
   impl_->end_step();
-  // A traced function runs its updates with every call, a cond branch or loop body with its
-  // node: only a TF1 graph needs a node to run them by.
+  return detail::train_op(b, first_effect, loc);
+}
+
+Operation detail::train_op(GraphBuilder* b, size_t first_effect, const SourceLocation& loc) {
   if (!b || b->mode() != GraphBuilder::Mode::kGraph || b->nested()) return Operation();
   const std::vector<int32_t>& effects = b->side_effects();
   std::vector<int32_t> updates(effects.begin() + static_cast<std::ptrdiff_t>(first_effect), effects.end());

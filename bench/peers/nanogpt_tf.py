@@ -24,48 +24,14 @@ likewise, made once. Prints on stdout only:
 Logs go to stderr. --threads (default os.cpu_count()) sets TensorFlow's intra- and inter-op thread
 pools before anything runs. Exit 3 when TensorFlow is not installed for this interpreter.
 """
-import argparse
 import os
-import statistics
 import sys
-import time
 
-NAME = "nanogpt_tf"
-EXIT_UNAVAILABLE = 3
+from nanogpt_common import (BATCH_SIZE, BETAS, BLOCK_SIZE, EXIT_UNAVAILABLE, GRAD_CLIP, LEARNING_RATE,
+                            LR_DECAY_ITERS, MIN_LR, N_EMBD, N_HEAD, N_LAYER, VOCAB_SIZE, WARMUP_ITERS,
+                            WEIGHT_DECAY, logger, parse_args, print_results, time_steps)
 
-VOCAB_SIZE = 65
-BLOCK_SIZE = 64
-BATCH_SIZE = 12
-N_LAYER = 4
-N_HEAD = 4
-N_EMBD = 128
-
-LEARNING_RATE = 1e-3
-MIN_LR = 1e-4
-WARMUP_ITERS = 100
-LR_DECAY_ITERS = 2000
-WEIGHT_DECAY = 1e-1
-GRAD_CLIP = 1.0
-
-
-def log(message):
-    print(f"{NAME}: {message}", file=sys.stderr, flush=True)
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=positive_int, default=30, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed training steps first")
-    parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
-                        help="TensorFlow's intra- and inter-op threads (default: os.cpu_count())")
-    return parser.parse_args()
+log = logger("nanogpt_tf")
 
 
 def build_model(keras):
@@ -106,7 +72,7 @@ def build_model(keras):
 
 
 def main():
-    args = parse_args()
+    args = parse_args(__doc__.splitlines()[0], "TensorFlow's intra- and inter-op threads")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     try:
@@ -134,8 +100,8 @@ def main():
         initial_learning_rate=0.0, warmup_target=LEARNING_RATE, warmup_steps=WARMUP_ITERS,
         decay_steps=LR_DECAY_ITERS - WARMUP_ITERS, alpha=MIN_LR / LEARNING_RATE)
     # epsilon as torch.optim.AdamW's (Keras's default is 1e-7).
-    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=WEIGHT_DECAY, beta_1=0.9,
-                                       beta_2=0.99, epsilon=1e-8, global_clipnorm=GRAD_CLIP)
+    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=WEIGHT_DECAY, beta_1=BETAS[0],
+                                       beta_2=BETAS[1], epsilon=1e-8, global_clipnorm=GRAD_CLIP)
     # Matched against each variable's name ("kernel", "bias", "gamma", "beta", "embeddings"):
     # kernels and embeddings decay, as nanoGPT's rank >= 2 parameters.
     optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
@@ -153,32 +119,11 @@ def main():
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    first_loss = None
-    for _ in range(args.warmup):
-        loss = train_step(x, y).numpy()
-        if first_loss is None:
-            first_loss = float(loss)
-    times_ms = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        loss = train_step(x, y).numpy()  # the step is done once its loss is on the host
-        times_ms.append((time.perf_counter() - t0) * 1e3)
-        if first_loss is None:
-            first_loss = float(loss)
-    last_loss = float(loss)
-    step_ms = statistics.median(times_ms)
+    # The step is done once its loss is on the host.
+    times_ms, first_loss, last_loss = time_steps(lambda: float(train_step(x, y).numpy()), args.warmup, args.steps)
     lr = float(keras.ops.convert_to_numpy(schedule(optimizer.iterations)))
-    log(f"loss {first_loss:.4f} at the first step, {last_loss:.4f} at step "
-        f"{int(optimizer.iterations.numpy())} (learning rate now {lr:.3g}); "
-        f"step ms min {min(times_ms):.2f} median {step_ms:.2f} max {max(times_ms):.2f}")
-    results = {
-        "step_ms": step_ms,
-        "tokens_per_s": BATCH_SIZE * BLOCK_SIZE / (step_ms / 1e3),
-        "loss": last_loss,
-    }
-    for key, value in results.items():
-        print(f"{key}={value:.6g}")
-    sys.stdout.flush()
+    print_results(log, times_ms, first_loss, last_loss,
+                  f"at step {int(optimizer.iterations.numpy())} (learning rate now {lr:.3g})")
     return 0
 
 

@@ -22,52 +22,15 @@ Logs (the thread count among them) go to stderr. --threads defaults to os.cpu_co
 starts with one thread on these machines. Exit 3 when torch is not installed for this interpreter
 (scripts/bench installs Debian's python3-torch for /usr/bin/python3).
 """
-import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
-NAME = "nanogpt_torch"
-EXIT_UNAVAILABLE = 3
+from nanogpt_common import (BATCH_SIZE, BETAS, BIAS, BLOCK_SIZE, DROPOUT, EXIT_UNAVAILABLE, GRAD_CLIP,
+                            LEARNING_RATE, LR_DECAY_ITERS, MIN_LR, N_EMBD, N_HEAD, N_LAYER, VOCAB_SIZE,
+                            WARMUP_ITERS, WEIGHT_DECAY, logger, parse_args, print_results, time_steps)
 
-VOCAB_SIZE = 65
-BLOCK_SIZE = 64
-BATCH_SIZE = 12
-N_LAYER = 4
-N_HEAD = 4
-N_EMBD = 128
-DROPOUT = 0.0
-BIAS = True
-
-LEARNING_RATE = 1e-3
-MIN_LR = 1e-4
-WARMUP_ITERS = 100
-LR_DECAY_ITERS = 2000
-WEIGHT_DECAY = 1e-1
-BETAS = (0.9, 0.99)
-GRAD_CLIP = 1.0
-
-
-def log(message):
-    print(f"{NAME}: {message}", file=sys.stderr, flush=True)
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=positive_int, default=30, help="timed training steps")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed training steps first")
-    parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
-                        help="torch.set_num_threads (default: os.cpu_count())")
-    return parser.parse_args()
+log = logger("nanogpt_torch")
 
 
 def build_model(torch):
@@ -206,7 +169,7 @@ def get_lr(it):
 
 
 def main():
-    args = parse_args()
+    args = parse_args(__doc__.splitlines()[0], "torch.set_num_threads")
     try:
         import torch
     except ImportError as e:
@@ -243,30 +206,8 @@ def main():
         iter_num += 1
         return loss  # PyTorch on the CPU is synchronous: the step is done when this returns
 
-    first_loss = None
-    for _ in range(args.warmup):
-        loss = one_step()
-        if first_loss is None:
-            first_loss = loss.item()
-    times_ms = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        loss = one_step()
-        times_ms.append((time.perf_counter() - t0) * 1e3)
-        if first_loss is None:
-            first_loss = loss.item()
-    last_loss = loss.item()
-    step_ms = statistics.median(times_ms)
-    log(f"loss {first_loss:.4f} at the first step, {last_loss:.4f} at step {iter_num}; "
-        f"step ms min {min(times_ms):.2f} median {step_ms:.2f} max {max(times_ms):.2f}")
-    results = {
-        "step_ms": step_ms,
-        "tokens_per_s": BATCH_SIZE * BLOCK_SIZE / (step_ms / 1e3),
-        "loss": last_loss,
-    }
-    for key, value in results.items():
-        print(f"{key}={value:.6g}")
-    sys.stdout.flush()
+    times_ms, first_loss, last_loss = time_steps(lambda: one_step().item(), args.warmup, args.steps)
+    print_results(log, times_ms, first_loss, last_loss, f"at step {iter_num}")
     return 0
 
 

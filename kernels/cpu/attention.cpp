@@ -192,21 +192,21 @@ void gradient_tile(const Geometry& g, const T* qh, const T* kh, const T* vh, con
   }
   // dP = dout v^T, then through the dropout mask; dS = P (dP - D).
   tile_gemm<T>(false, true, rows, cols, g.dv, T(1), dout_h + i0 * g.dv, g.dv, vh + j0 * g.dv, g.dv, T(0), ds, cols);
-  if (g.dropout > 0) {
-    // The mask drawn once for the tile: dP goes through it, and dv takes the dropped P.
-    thread_local std::vector<T> factors;
-    factors.resize(static_cast<size_t>(rows * cols));
-    dropout_factors(g, bh, i0, rows, j0, cols, factors.data());
-    for (int64_t e = 0; e < rows * cols; ++e) {
-      const T f = factors[static_cast<size_t>(e)];
-      const int64_t r = e / cols;
-      ds[e] = p[e] * (ds[e] * f - delta_h[i0 + r]);
-      p[e] *= f;
-    }
+  if (g.dropout == 0) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - delta_h[i0 + r]);
     return;
   }
+  // The tile's mask, drawn once: dP goes through it, and dv takes the dropped P.
+  thread_local std::vector<T> keep;
+  keep.resize(static_cast<size_t>(rows * cols));
+  dropout_factors(g, bh, i0, rows, j0, cols, keep.data());
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - delta_h[i0 + r]);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t e = r * cols + c;
+      ds[e] = p[e] * (ds[e] * keep[static_cast<size_t>(e)] - delta_h[i0 + r]);
+      p[e] *= keep[static_cast<size_t>(e)];
+    }
 }
 
 template <class T>

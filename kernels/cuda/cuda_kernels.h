@@ -4,7 +4,7 @@
 
 namespace weft::cuda {
 
-void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt Rsqrt Relu Sigmoid Tanh
+void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt Rsqrt Relu Sigmoid Tanh Erf Sin Cos
 void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum Pow ReluGrad
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes
@@ -25,6 +25,5 @@ void register_conv_kernels();         // conv.cpp: Conv2D Conv2DBackpropInput Co
 void register_pooling_kernels();     // pooling.cu: MaxPool AvgPool MaxPoolGrad MaxPoolGradGrad AvgPoolGrad
 void register_normalization_kernels();  // normalization.cu: FusedBatchNorm(Grad) LayerNorm(Grad)
 void register_attention_kernels();      // attention.cu: ScaledDotProductAttention(Grad)
-void register_trig_kernels();  // trig.cu: Sin Cos
 
 }  // namespace weft::cuda

@@ -164,29 +164,10 @@ void batch_norm_grad(KernelContext& ctx) {
 
 // ---- Layer normalisation ----
 
-// Where one warp or block sits: its first row, its lane among `lanes` threads, the row stride.
-template <bool kWarp>
-struct RowGroup {
-  int lane, lanes;
-  int64_t first, stride;
-  __device__ RowGroup() {
-    const int64_t per_block = kWarp ? blockDim.x >> 5 : 1;
-    lane = kWarp ? threadIdx.x & 31 : threadIdx.x;
-    lanes = kWarp ? 32 : blockDim.x;
-    first = int64_t(blockIdx.x) * per_block + (kWarp ? threadIdx.x >> 5 : 0);
-    stride = int64_t(gridDim.x) * per_block;
-  }
-};
-
-struct AddCombine {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
 // The sum over the warp or the block, in every thread (a fixed order of additions).
 template <bool kWarp>
 __device__ __forceinline__ double group_sum(double v, double* scratch) {
-  if constexpr (kWarp) return __shfl_sync(kFullWarp, warp_combine(v, AddCombine{}), 0);
-  else return block_combine(v, AddCombine{}, scratch);
+  return group_combine<kWarp>(v, AddCombine{}, scratch);
 }
 
 template <class T, class P, bool kWarp>

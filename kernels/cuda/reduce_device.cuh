@@ -1,10 +1,12 @@
-// Device-side pieces of the CUDA reductions, shared by the reduce and softmax families: warp and
-// block combines in a fixed order (the same input gives the same bits on every run), and the
-// NaN-sticky max of the CPU kernels (kernels/cpu/reduce_loops.h).
+// Device-side pieces of the CUDA reductions, shared by the reduce, softmax and normalisation
+// families: warp and block combines in a fixed order (the same input gives the same bits on every
+// run), the row groups of the row-wise kernels, and the NaN-sticky max of the CPU kernels
+// (kernels/cpu/reduce_loops.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <type_traits>
 
 namespace weft::cuda {
@@ -55,6 +57,34 @@ __device__ __forceinline__ A block_combine(A v, Combine combine, A* scratch) {
   __syncthreads();
   return out;
 }
+
+struct AddCombine {
+  template <class S>
+  __device__ S operator()(S a, S b) const { return a + b; }
+};
+
+// The warp's or the block's combination of v, in every thread.
+template <bool kWarp, class A, class Combine>
+__device__ __forceinline__ A group_combine(A v, Combine combine, A* scratch) {
+  if constexpr (kWarp) return __shfl_sync(kFullWarp, warp_combine(v, combine), 0);
+  else return block_combine(v, combine, scratch);
+}
+
+// Where one warp or block sits when each works on rows: its first row, its lane among `lanes`
+// threads, the row stride.
+template <bool kWarp>
+struct RowGroup {
+  int lane, lanes;
+  int64_t first, stride;
+  __device__ RowGroup() {
+    const int64_t per_block = kWarp ? blockDim.x >> 5 : 1;
+    lane = kWarp ? threadIdx.x & 31 : threadIdx.x;
+    lanes = kWarp ? 32 : blockDim.x;
+    first = int64_t(blockIdx.x) * per_block + (kWarp ? threadIdx.x >> 5 : 0);
+    stride = int64_t(gridDim.x) * per_block;
+  }
+};
+
 
 // NaN is sticky: a NaN candidate always wins, nothing displaces a NaN.
 template <class T>

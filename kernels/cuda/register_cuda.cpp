@@ -25,7 +25,6 @@ void register_cuda_kernels() {
   register_pooling_kernels();
   register_normalization_kernels();
   register_attention_kernels();
-  register_trig_kernels();
 }
 
 }  // namespace weft::cuda

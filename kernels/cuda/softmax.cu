@@ -32,34 +32,9 @@ namespace {
 template <class T>
 using ExpSum = std::conditional_t<kIs16BitFloat<T>, float, double>;
 
-// The warp's or the block's combination of v, in every thread.
-template <bool kWarp, class A, class Combine>
-__device__ __forceinline__ A group_combine(A v, Combine combine, A* scratch) {
-  if constexpr (kWarp) return __shfl_sync(kFullWarp, warp_combine(v, combine), 0);
-  else return block_combine(v, combine, scratch);
-}
-
-// Where one warp or block sits: its first row, its lane among `lanes` threads, the row stride.
-template <bool kWarp>
-struct RowGroup {
-  int lane, lanes;
-  int64_t first, stride;
-  __device__ RowGroup() {
-    const int64_t per_block = kWarp ? blockDim.x >> 5 : 1;
-    lane = kWarp ? threadIdx.x & 31 : threadIdx.x;
-    lanes = kWarp ? 32 : blockDim.x;
-    first = int64_t(blockIdx.x) * per_block + (kWarp ? threadIdx.x >> 5 : 0);
-    stride = int64_t(gridDim.x) * per_block;
-  }
-};
-
 template <class C>
 struct MaxCombine {  // NaN-sticky
   __device__ C operator()(C a, C b) const { return dev_takes_max(b, a) ? b : a; }
-};
-struct AddCombine {
-  template <class S>
-  __device__ S operator()(S a, S b) const { return a + b; }
 };
 
 template <class T, bool kLog, bool kWarp>

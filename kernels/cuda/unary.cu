@@ -1,7 +1,12 @@
 // CUDA kernels of the unary elementwise ops, with the CPU kernels' semantics (kernels/cpu/math.cpp,
 // kernels/cpu/nn.cpp) and dtypes, plus float16 and bfloat16 computed in float and rounded once.
-// The scalar functions are in elementwise_ops.cuh (shared with FusedElementwise).
+// The scalar functions are in elementwise_ops.cuh (shared with FusedElementwise), but Sin and Cos
+// (kernels/cpu/trig.cpp), which no fused program uses: CUDA's sinf/cosf and sin/cos are within 2
+// ulps of the exact result by the CUDA programming guide, where glibc's are within one, so the two
+// devices may differ in the last bit.
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
@@ -10,6 +15,21 @@
 namespace weft::cuda {
 
 namespace {
+
+struct SinOp {
+  template <class T>
+  __device__ T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>) return sinf(x);
+    else return sin(x);
+  }
+};
+struct CosOp {
+  template <class T>
+  __device__ T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>) return cosf(x);
+    else return cos(x);
+  }
+};
 
 template <class Op, class T>
 void unary_kernel(KernelContext& ctx) {
@@ -45,6 +65,8 @@ void register_unary_kernels() {
   register_numeric<ReluOp>("Relu");
   register_float<SigmoidOp>("Sigmoid");
   register_float<TanhOp>("Tanh");
+  register_float<SinOp>("Sin");
+  register_float<CosOp>("Cos");
 }
 
 }  // namespace weft::cuda
