@@ -4,7 +4,7 @@
 // of 1 MiB and 64 MiB of float32, three ways in one run:
 // - raw MPI_Allreduce between preallocated buffers (the peer), and raw MPI_Iallreduce + MPI_Wait;
 // - weft's collective executor called directly on each rank (the kernel's path: the MPI stage,
-//   its ordering and progress thread, a fresh output buffer per call);
+//   its ordering and the MPI progress engine, a fresh output buffer per call);
 // - a graph with one CollectiveAllReduce on each task, run by the chief's Session (the above plus
 //   the step's control messages and executors).
 // Median of repeats, each started together on both ranks (a barrier for the first two; the

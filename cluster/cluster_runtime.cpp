@@ -34,7 +34,8 @@ ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI
   liveness_timeout = liveness_timeout_from(std::getenv("WEFT_LIVENESS_TIMEOUT_MS"));
   if (rank_ == spec_.chief_rank()) {
     last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());
-    dispatcher_ = std::thread([this] { dispatch_replies(); });
+    channel_.listen(kReplyTag, MPI_ANY_SOURCE, [this](ControlChannel::Message m) { on_reply_message(std::move(m)); });
+    watcher_ = std::thread([this] { watch_liveness(); });
   }
 }
 
@@ -43,7 +44,9 @@ ClusterRuntime::~ClusterRuntime() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  if (dispatcher_.joinable()) dispatcher_.join();
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  channel_.stop_listening(kReplyTag);
   rendezvous_.reset();
 }
 
@@ -74,38 +77,38 @@ int ClusterRuntime::rank_of_device(std::string_view device) const {
   return rank;
 }
 
-std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key) {
+std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> key, Executor::RunningStep* local) {
   auto answered = [&] { return (w.pending.empty() || lost_) && w.cancelling == 0; };
-  // Answers usually come within microseconds: read them on this thread a while, sparing the
-  // reply thread's hand-off (a wake-up of this one), before sleeping until that thread has them.
-  constexpr int kReadSpins = 2000;
-  ++self_readers_;
-  for (int spins = 0; spins < kReadSpins; ++spins) {
-    {
-      std::lock_guard lock(mu_);
-      if (answered()) break;
-    }
-    if (!receive_reply()) std::this_thread::yield();
-  }
-  --self_readers_;
+  // Answers usually come within microseconds: this thread drives the progress engine while it
+  // waits, so the answers (and the local part's Recvs and collectives) complete here and are not
+  // handed over from another thread (a wake-up on the critical path of every step); between
+  // rounds it runs what of the local part is ready. The liveness thread bounds the wait (lost
+  // tasks, deadlines), and a lost task cancels the local part.
+  bool local_over = local == nullptr;
+  MpiProgressEngine& engine = channel_.engine();
+  if (local) local->wake_with([&engine] { engine.wake(); });
+  engine.drive_until(
+      [&] {
+        if (!local_over) local_over = local->run_ready();
+        std::lock_guard lock(mu_);
+        return local_over && answered();
+      },
+      std::chrono::steady_clock::time_point::max());
   std::unique_lock lock(mu_);
-  cv_.wait(lock, answered);
+  cv_.wait(lock, answered);  // the engine was shut down under this wait: cancellations still end it
   waiters_.erase(key);
   if (w.error) return w.error;
   return w.pending.empty() ? nullptr : lost_;
 }
 
-void ClusterRuntime::dispatch_replies() {
+void ClusterRuntime::watch_liveness() {
+  // Deadlines are seen within this tick; pings go out every kPingInterval.
+  constexpr auto kTick = std::chrono::milliseconds(10);
   auto next_ping = std::chrono::steady_clock::now();
-  auto idle_since = std::chrono::steady_clock::now();
-  for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
-    const bool got = receive_reply();
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    if (got) idle_since = now;
     check_deadlines(now);
     if (now >= next_ping) {
       next_ping = now + kPingInterval;
@@ -114,41 +117,32 @@ void ClusterRuntime::dispatch_replies() {
         send_request(r, [](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setPing(); });
         bool silent;
         {
-          std::lock_guard lock(mu_);
+          std::lock_guard guard(mu_);
           silent = !shut_down_ && now - last_heard_[static_cast<size_t>(r)] > liveness_timeout;
         }
         if (silent) declare_lost(r);
       }
     }
-    // Busy polling while replies come to this thread; then short sleeps, so an idle chief costs
-    // little. While a step runs, the thread that waits for it reads its answers itself, and this
-    // one sleeps: one spinning reader fewer made the null step of bench_distributed 2 to 4 us
-    // faster (4 tasks on 2 cores).
-    if (!got) {
-      if (now - idle_since < std::chrono::milliseconds(2) && self_readers_.load(std::memory_order_relaxed) == 0)
-        std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    lock.lock();
+    watch_cv_.wait_for(lock, kTick, [&] { return stopping_; });
   }
 }
 
-bool ClusterRuntime::receive_reply() {
-  std::optional<ControlChannel::Message> m;
+void ClusterRuntime::on_reply_message(ControlChannel::Message m) {
   try {
-    m = channel_.try_receive(kReplyTag);
-    if (m) on_reply(m->source, *m, timeline::now_us());
+    if (!m.error.empty()) throw InvalidArgument(m.error);
+    on_reply(m.source, m, timeline::now_us());
   } catch (const std::exception& e) {
     // A damaged reply: the task that sent it is broken, which is as good as lost.
     std::cerr << "weft: " << e.what() << "\n";
-    if (m) declare_lost(m->source);
+    if (m.source >= 0) declare_lost(m.source);
   }
-  return m.has_value();
 }
 
 void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message, int64_t received_us) {
   if (source <= 0 || source >= spec_.num_tasks())
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
-  ControlReply reply = decode_reply(message.words, task_name(source));
+  ControlReply reply = decode_reply(message.words(), task_name(source));
   const int kind = static_cast<int>(reply.kind);
   const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
   std::exception_ptr error = reply.error;
@@ -311,7 +305,6 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       if (lost) tokens_[step_id] = {&cancel, kNoCancellationToken};
     }
     if (lost) {
-      ++rt_.self_readers_;  // balanced by finish_step, as below
       cancel.cancel(lost);  // a lost task: the step cannot run
       return;
     }
@@ -336,18 +329,9 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     });
     std::lock_guard lock(mu_);
     tokens_[step_id] = {&cancel, token};
-    // Until finish_step, the step's thread reads the answers while it waits (poll_answers): the
-    // reply thread sleeps instead of taking turns with it for the core.
-    ++rt_.self_readers_;
   }
 
-  bool poll_answers() override {
-    const bool collectives = process_collectives().poll();
-    return rt_.receive_reply() || collectives;
-  }
-
-  void finish_step(int64_t step_id) override {
-    --rt_.self_readers_;  // wait_for counts itself while it reads
+  void finish_step(int64_t step_id, Executor::RunningStep* local) override {
     std::unique_ptr<Waiter> w;
     std::pair<CancellationManager*, CancellationToken> token;
     {
@@ -358,7 +342,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       tokens_.erase(step_id);
     }
     const std::exception_ptr error =
-        rt_.wait_for(*w, {static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)});
+        rt_.wait_for(*w, {static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)}, local);
     if (token.second != kNoCancellationToken) token.first->deregister_callback(token.second);
     if (error) std::rethrow_exception(error);
   }

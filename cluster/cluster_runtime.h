@@ -5,6 +5,9 @@
 //    one silent for `liveness_timeout` is declared lost (Unavailable naming it), failing every
 //    step that waits for it;
 //  - on every other task, the serve loop (cluster/task_server.h).
+// Every MPI request of the process goes through its MPI progress engine
+// (comm/mpi_progress_engine.h): replies are handed to their waiters on the engine's driving
+// thread, and a thread waiting for a step's answers drives the engine itself meanwhile.
 //
 // At 1000 tasks: a step is one small message to each task holding a partition and one answer
 // back; registration ships each task only its own partitions. The chief's fan-out is linear in
@@ -125,12 +128,9 @@ class ClusterRuntime {
   };
   void send_request(int rank, const std::function<void(capnp::MessageBuilder&)>& build);
   // Waits until every rank `w` waits for has answered, or a task is lost (bounded by liveness);
-  // forgets the waiter (registered under `key`) and returns its error, or the loss, or null.
-  std::exception_ptr wait_for(Waiter& w, std::pair<int, uint64_t> key);
-  // Reads one reply if one has come and hands it to whoever waits for it; whether there was one.
-  // Any thread may: the reply thread, and a thread waiting for its step's answers (a hand-off
-  // between threads costs a wake-up, tens of microseconds on a loaded machine).
-  bool receive_reply();
+  // forgets the waiter (registered under `key`) and returns its error, or the loss, or null. With
+  // `local`, this process's part of a step, runs it meanwhile to its end.
+  std::exception_ptr wait_for(Waiter& w, std::pair<int, uint64_t> key, Executor::RunningStep* local = nullptr);
   // A waiter's step cancelled with `error`; under the lock, counted in Waiter::cancelling.
   struct PendingCancel {
     Waiter* waiter;
@@ -148,7 +148,11 @@ class ClusterRuntime {
   std::chrono::milliseconds liveness_timeout{10000};
 
  private:
-  void dispatch_replies();  // the chief's reply thread
+  // The chief's liveness thread: pings every task each kPingInterval, declares silent ones lost,
+  // and ends waits past their deadlines.
+  void watch_liveness();
+  // A reply, on the engine's driving thread: handed to whoever waits for it.
+  void on_reply_message(ControlChannel::Message message);
   void on_reply(int source, const ControlChannel::Message& message, int64_t received_us);
   void declare_lost(int rank);
   void check_deadlines(std::chrono::steady_clock::time_point now);
@@ -177,10 +181,8 @@ class ClusterRuntime {
   mutable std::shared_mutex rank_memo_mu_;
   mutable std::unordered_map<std::string, int, NameHash, std::equal_to<>> rank_memo_;
 
-  // Threads reading their own step's replies in wait_for: the reply thread then does not poll
-  // too (two threads spinning on one channel only take cores from the tasks that answer).
-  std::atomic<int> self_readers_{0};
-  std::thread dispatcher_;
+  std::condition_variable watch_cv_;  // wakes the liveness thread to stop
+  std::thread watcher_;
 };
 
 }  // namespace weft

@@ -9,7 +9,7 @@
 // oversubscribed host one round trip can take milliseconds while the shortest takes tens of us).
 //
 // At 1000 tasks: one small request per task and one answer each, of size proportional to what the
-// task recorded; the chief decodes them one at a time on its reply thread. A profile is a rare,
+// task recorded; the chief decodes them one at a time as the progress engine takes the replies. A profile is a rare,
 // explicit act, so a linear gather is acceptable here (unlike the per-step path).
 #include <map>
 
@@ -39,12 +39,12 @@ std::vector<TaskTimeline> ClusterRuntime::timeline_control(bool enable, bool col
   std::map<int, TaskTimeline> answers;
   // One request to every other task, and a bounded wait for all their answers.
   auto round = [&](bool with_events) {
-    std::map<int, int64_t> sent_us;  // guarded by mu_: the reply thread reads it
+    std::map<int, int64_t> sent_us;  // guarded by mu_: the replies' handler reads it
     Waiter w;
     w.what = enable ? "starting the timeline" : "stopping the timeline";
     w.timeout = timeout;
     w.deadline = std::chrono::steady_clock::now() + timeout;
-    // Runs on the reply thread under mu_. A rank's send time is stored (under mu_) before its
+    // Runs on the engine's driving thread under mu_. A rank's send time is stored (under mu_) before its
     // request leaves, so its answer always finds it.
     w.on_answer = [&](int rank, ControlReply& reply, int64_t received_us) {
       const ClockSample sample{sent_us.at(rank), received_us, reply.task_time_us};

@@ -1,6 +1,7 @@
 #include "cluster/control_channel.h"
 
-#include <thread>
+#include <memory>
+#include <mutex>
 
 #include <capnp/serialize.h>
 
@@ -8,75 +9,57 @@
 
 namespace weft {
 
-ControlChannel::~ControlChannel() {
-  std::lock_guard lock(mu_);
-  for (Pending& p : pending_) {
-    int done = 0;
-    MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      MPI_Cancel(&p.request);
-      MPI_Request_free(&p.request);
-    }
-  }
-}
+namespace {
 
-void ControlChannel::reap_locked() {
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    int done = 0;
-    MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-    it = done ? pending_.erase(it) : std::next(it);
-  }
-}
+const char* tag_name(int tag) { return tag == kRequestTag ? "request" : tag == kReplyTag ? "reply" : "message"; }
+
+}  // namespace
+
+ControlChannel::ControlChannel(MPI_Comm comm, MpiProgressEngine& engine)
+    : comm_(comm), engine_(engine), client_(engine.add_client("control")) {}
+
+ControlChannel::~ControlChannel() { engine_.cancel_client(client_, std::chrono::milliseconds(100)); }
 
 void ControlChannel::send(int rank, int tag, capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  std::lock_guard lock(mu_);
-  reap_locked();
-  Pending& p = pending_.emplace_back(Pending{MPI_REQUEST_NULL, std::move(words)});
-  const size_t bytes = p.words.size() * sizeof(capnp::word);
-  if (bytes > kMaxMessageBytes) {
-    pending_.pop_back();
+  auto words = std::make_shared<kj::Array<capnp::word>>(capnp::messageToFlatArray(message));
+  const size_t bytes = words->size() * sizeof(capnp::word);
+  if (bytes > kMaxMessageBytes)
     throw InvalidArgument("[cluster] a control message of " + std::to_string(bytes) + " bytes is over the limit of " +
                           std::to_string(kMaxMessageBytes));
-  }
-  MPI_Isend(p.words.begin(), static_cast<int>(bytes), MPI_BYTE, rank, tag, comm_, &p.request);
+  const int rc = engine_.send_message(client_, comm_, rank, tag, words->begin(), bytes, words,
+                                     std::string("control ") + tag_name(tag));
+  // A send MPI refuses is a lost message: the waiter of its answer is bounded by liveness.
+  if (rc != MPI_SUCCESS)
+    throw Unavailable("[cluster] MPI could not send a control " + std::string(tag_name(tag)) + " to rank " +
+                      std::to_string(rank) + ": " + mpi_error_string(rc));
 }
 
-void ControlChannel::flush(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      reap_locked();
-      if (pending_.empty()) return;
-    }
-    if (std::chrono::steady_clock::now() > deadline) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
-
-std::optional<ControlChannel::Message> ControlChannel::try_receive(int tag, int source) {
-  int found = 0;
-  MPI_Message handle;
-  MPI_Status status;
+void ControlChannel::listen(int tag, int source, std::function<void(Message)> on_message) {
   {
-    std::lock_guard lock(mu_);
-    reap_locked();
+    std::unique_lock lock(listeners_mu_);
+    if (!listeners_.emplace(tag, std::move(on_message)).second)
+      throw Internal("[cluster] two listeners for control tag " + std::to_string(tag));
   }
-  MPI_Improbe(source, tag, comm_, &found, &handle, &status);
-  if (!found) return std::nullopt;
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_BYTE, &bytes);
-  Message m;
-  m.source = status.MPI_SOURCE;
-  const bool whole = bytes >= 0 && bytes % static_cast<int>(sizeof(capnp::word)) == 0;
-  m.words.resize(whole ? static_cast<size_t>(bytes) / sizeof(capnp::word) : (static_cast<size_t>(bytes) + 7) / 8);
-  // The matched message must be received whatever it holds, or it would stay queued forever.
-  MPI_Mrecv(m.words.data(), bytes, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
-  if (!whole || m.words.empty())
-    throw InvalidArgument("[cluster] damaged control message from rank " + std::to_string(m.source) + ": " +
-                          std::to_string(bytes) + " bytes is not a whole Cap'n Proto message");
-  return m;
+  engine_.listen(client_, comm_, tag, source, kMaxMessageBytes, [this, tag](MpiMessage m) {
+    Message out;
+    out.source = m.source;
+    if (!m.error.empty())
+      out.error = "[cluster] damaged control message from rank " + std::to_string(m.source) + ": " + m.error;
+    else if (m.bytes == 0 || m.bytes % sizeof(capnp::word) != 0)
+      out.error = "[cluster] damaged control message from rank " + std::to_string(m.source) + ": " +
+                  std::to_string(m.bytes) + " bytes is not a whole Cap'n Proto message";
+    else
+      out.storage = std::move(m.words);
+    std::shared_lock lock(listeners_mu_);
+    if (auto it = listeners_.find(tag); it != listeners_.end()) it->second(std::move(out));
+  });
 }
+
+void ControlChannel::stop_listening(int tag) {
+  std::unique_lock lock(listeners_mu_);
+  listeners_.erase(tag);
+}
+
+void ControlChannel::flush(std::chrono::milliseconds timeout) { engine_.flush_sends(client_, timeout); }
 
 }  // namespace weft

@@ -14,10 +14,6 @@ namespace weft {
 
 namespace {
 
-// Set on the serve thread while it reads a request outside any step: a RunStep read then runs on
-// that thread (TaskServer::inline_step_).
-thread_local bool t_serve_loop = false;
-
 using Store = std::map<std::string, std::shared_ptr<VariableState>, std::less<>>;
 
 // Points the graph's variables (and its subgraphs') at the session's: every graph of a session
@@ -43,9 +39,14 @@ void share_variables(GraphIR& g, Store& store) {
 
 }  // namespace
 
-TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {}
+TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {
+  heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
+  rt_.channel().listen(kRequestTag, rt_.spec().chief_rank(),
+                       [this](ControlChannel::Message m) { on_request(std::move(m)); });
+}
 
 TaskServer::~TaskServer() {
+  rt_.channel().stop_listening(kRequestTag);
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -86,78 +87,103 @@ void TaskServer::post(std::function<void()> work) {
 }
 
 void TaskServer::serve() {
-  heard_from_chief_ = std::chrono::steady_clock::now();
-  last_poll_ = heard_from_chief_.time_since_epoch().count();
   std::thread standby([this] { stand_by(); });
-  auto idle_since = std::chrono::steady_clock::now();
+  MpiProgressEngine& engine = rt_.channel().engine();
+  std::unique_lock lock(queue_mu_);
   while (!shutdown_requested_) {
-    t_serve_loop = true;
-    const bool handled = poll_once();
-    t_serve_loop = false;
-    if (inline_step_) {
-      auto step = std::move(inline_step_);
-      inline_step_ = nullptr;
-      serve_thread_in_step_ = true;
-      step(/*on_serve_thread=*/true);
-      serve_thread_in_step_ = false;
-    }
-    if (handled) {
-      idle_since = std::chrono::steady_clock::now();
+    if (queue_.empty() || standby_busy_) {
+      lock.unlock();
+      // Waiting for the next request: this thread drives the engine meanwhile, so the request is
+      // read here and handled without a wake-up between.
+      engine.drive_until(
+          [&] {
+            std::lock_guard guard(queue_mu_);
+            return shutdown_requested_ || (!queue_.empty() && !standby_busy_);
+          },
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      lock.lock();
       continue;
     }
-    // Polling at full speed while steps come keeps a step's round trip in microseconds; an
-    // idle task backs off to short sleeps.
-    if (std::chrono::steady_clock::now() - idle_since < std::chrono::milliseconds(2)) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ControlRequest request = std::move(queue_.front());
+    queue_.pop_front();
+    if (request.kind != ControlRequest::Kind::kRunStep) {
+      lock.unlock();
+      handle(request);
+      lock.lock();
+      continue;
+    }
+    serve_in_step_ = true;  // the standby thread serves until the step ends
+    const bool waiting = !queue_.empty();
+    lock.unlock();
+    if (waiting) queue_cv_.notify_all();  // (a wake-up per step, when nothing waits, cost microseconds)
+    start_step(request, /*on_serve_thread=*/true);
+    lock.lock();
+    serve_in_step_ = false;
   }
-  standby_cv_.notify_all();
+  lock.unlock();
+  queue_cv_.notify_all();
   standby.join();
 }
 
-bool TaskServer::poll_once() {
-  std::unique_lock serving(poll_mu_, std::try_to_lock);
-  if (!serving.owns_lock()) return false;
-  const auto now = std::chrono::steady_clock::now();
-  last_poll_ = now.time_since_epoch().count();
-  std::optional<ControlChannel::Message> m;
-  try {
-    m = rt_.channel().try_receive(kRequestTag, rt_.spec().chief_rank());
-  } catch (const std::exception& e) {
-    std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
-    return true;
-  }
-  if (!m) {
-    // The chief pings every second: silence means it died (under mpirun --enable-recovery
-    // nothing else would end this process), so the job is ended, non-zero, by name.
-    if (now - heard_from_chief_ > rt_.liveness_timeout) {
-      std::cerr << "weft: [task " << task_ << "] the chief has not been heard from for "
-                << rt_.liveness_timeout.count() << " ms; ending the job" << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 14);
-    }
-    return false;
-  }
-  heard_from_chief_ = now;
-  try {
-    const ControlRequest request = decode_request(m->words, "the chief");
-    if (request.kind == ControlRequest::Kind::kShutdown) shutdown_requested_ = true;
-    else handle(request);
-  } catch (const std::exception& e) {
+void TaskServer::on_request(ControlChannel::Message m) {
+  if (!m.error.empty()) {
     // A request that cannot be read is the chief's bug or damage on the way: say so, go on.
+    std::cerr << "weft: [task " << task_ << "] " << m.error << "\n";
+    return;
+  }
+  heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
+  try {
+    ControlRequest request = decode_request(m.words(), "the chief");
+    switch (request.kind) {
+      case ControlRequest::Kind::kPing:
+        reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
+        return;
+      case ControlRequest::Kind::kAbortStep:
+        abort_step(request.step_id, request.error);
+        return;
+      case ControlRequest::Kind::kShutdown:
+        shutdown_requested_ = true;
+        break;
+      default: {
+        std::lock_guard lock(queue_mu_);
+        queue_.push_back(std::move(request));
+        // The serve thread, waiting, looks at the queue between the engine's rounds; the standby
+        // thread sleeps until there is work for it.
+        if (!serve_in_step_) return;
+      }
+    }
+    queue_cv_.notify_all();
+  } catch (const std::exception& e) {
     std::cerr << "weft: [task " << task_ << "] " << e.what() << "\n";
   }
-  return true;
+}
+
+void TaskServer::check_chief_alive() {
+  const auto heard = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(heard_from_chief_.load()));
+  if (std::chrono::steady_clock::now() - heard <= rt_.liveness_timeout) return;
+  std::cerr << "weft: [task " << task_ << "] the chief has not been heard from for " << rt_.liveness_timeout.count()
+            << " ms; ending the job" << std::endl;
+  MPI_Abort(MPI_COMM_WORLD, 14);
 }
 
 void TaskServer::stand_by() {
-  std::unique_lock lock(standby_mu_);
-  for (;;) {
-    standby_cv_.wait_for(lock, kStandbyAfter, [&] { return shutdown_requested_.load(); });
-    if (shutdown_requested_) return;
-    const auto last = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_poll_.load()));
-    if (!serve_thread_in_step_ || std::chrono::steady_clock::now() - last < kStandbyAfter) continue;
-    lock.unlock();
-    while (poll_once()) {
+  std::unique_lock lock(queue_mu_);
+  while (!shutdown_requested_) {
+    if (serve_in_step_ && !queue_.empty()) {
+      ControlRequest request = std::move(queue_.front());
+      queue_.pop_front();
+      standby_busy_ = true;
+      lock.unlock();
+      if (request.kind == ControlRequest::Kind::kRunStep) start_step(request, /*on_serve_thread=*/false);
+      else handle(request);
+      lock.lock();
+      standby_busy_ = false;
+      queue_cv_.notify_all();
+      continue;
     }
+    queue_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    lock.unlock();
+    check_chief_alive();
     lock.lock();
   }
 }
@@ -183,10 +209,7 @@ void TaskServer::handle(const ControlRequest& request) {
       return;
     }
     case ControlRequest::Kind::kRunStep:
-      start_step(request);
-      return;
-    case ControlRequest::Kind::kAbortStep:
-      abort_step(request.step_id, request.error);
+      start_step(request, /*on_serve_thread=*/false);
       return;
     case ControlRequest::Kind::kRelease: {
       std::lock_guard lock(mu_);
@@ -198,9 +221,6 @@ void TaskServer::handle(const ControlRequest& request) {
       sessions_.erase(request.session);
       return;
     }
-    case ControlRequest::Kind::kPing:
-      reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
-      return;
     case ControlRequest::Kind::kResetCollectives:
       // Off the serve loop: the reset waits (bounded) for every task, and pings must still be answered.
       post([this] {
@@ -223,8 +243,10 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kTimelineControl:
       control_timeline(request);
       return;
+    case ControlRequest::Kind::kPing:
+    case ControlRequest::Kind::kAbortStep:
     case ControlRequest::Kind::kShutdown:
-      return;
+      return;  // handled on arrival (on_request)
   }
 }
 
@@ -273,7 +295,7 @@ void TaskServer::register_graph(const ControlRequest& request) {
   graphs_[handle] = std::move(graph);
 }
 
-void TaskServer::start_step(const ControlRequest& request) {
+void TaskServer::start_step(const ControlRequest& request, bool on_serve_thread) {
   const uint64_t handle = request.handle;
   const int64_t step_id = request.step_id;
   std::shared_ptr<const RegisteredGraph> graph;
@@ -319,7 +341,7 @@ void TaskServer::start_step(const ControlRequest& request) {
     answer(error_at_task(std::current_exception(), task_), {});
     return;
   }
-  auto step = [this, graph, step_id, answer](bool on_serve_thread) {
+  auto step = [this, graph, step_id, answer] {
     RunningStep running;
     {
       std::lock_guard lock(mu_);
@@ -328,7 +350,7 @@ void TaskServer::start_step(const ControlRequest& request) {
     std::exception_ptr error;
     std::vector<StepTensor> tensors;
     try {
-      tensors = run_step(graph, step_id, running, on_serve_thread);
+      tensors = run_step(graph, step_id, running);
     } catch (...) {
       error = error_at_task(std::current_exception(), task_);
     }
@@ -339,27 +361,27 @@ void TaskServer::start_step(const ControlRequest& request) {
     rt_.rendezvous().cleanup_step(step_id);
     answer(error, tensors);
   };
-  if (t_serve_loop && !inline_step_) inline_step_ = std::move(step);
-  else post([step = std::move(step)] { step(/*on_serve_thread=*/false); });
+  if (on_serve_thread) step();
+  else post(std::move(step));
 }
 
 std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id,
-                                             RunningStep& running, bool on_serve_thread) {
+                                             RunningStep& running) {
   std::vector<std::vector<Tensor>> fetches(graph->executors.size());
   std::vector<Executor::Part> parts;
   for (size_t i = 0; i < graph->executors.size(); ++i) parts.push_back({graph->executors[i].get(), {}, &fetches[i]});
   StepRendezvous rendezvous(rt_.rendezvous(), {.capture = graph->reply_edges.empty() ? nullptr : &graph->reply_edges});
-  // On the serve thread, the step's wait reads the chief's requests and tests the collectives.
-  const std::function<bool()> serve_while_waiting = [this] {
-    const bool collectives = process_collectives().poll();
-    return poll_once() || collectives;
-  };
-  Executor::run_together(parts, {.step_id = step_id,
-                                 .rendezvous = &rendezvous,
-                                 .cancellation = &running.cancel,
-                                 .senders_in_process = false,
-                                 .parallel = graph->parallel,
-                                 .poll_while_waiting = on_serve_thread ? &serve_while_waiting : nullptr});
+  std::unique_ptr<Executor::RunningStep> local = Executor::start_together(parts, {.step_id = step_id,
+                                                                                 .rendezvous = &rendezvous,
+                                                                                 .cancellation = &running.cancel,
+                                                                                 .senders_in_process = false,
+                                                                                 .parallel = graph->parallel});
+  // This thread drives the progress engine between runs of what is ready, so the step's Recvs and
+  // collectives complete here rather than on the engine's thread with a wake-up of this one.
+  MpiProgressEngine& engine = rt_.channel().engine();
+  local->wake_with([&engine] { engine.wake(); });
+  engine.drive_until([&] { return local->run_ready(); }, std::chrono::steady_clock::time_point::max());
+  local->finish();
   return rendezvous.take_captured();
 }
 

@@ -8,16 +8,16 @@
 // variables the session's shared state, and makes one executor per partition. RunStep runs them
 // as one step, with the MPI rendezvous, and answers ok or the error, which names this task.
 //
-// Who runs a step: the serve thread itself, when it is free: handing the step to another thread
-// would cost a wake-up on the critical path of every step (measured: a third of a null step's
-// time with 4 processes on 2 cores). While that step waits (a Recv, a collective), its thread
-// goes on reading requests and testing the process's collectives
-// (StepOptions::poll_while_waiting); a RunStep that comes meanwhile runs on a step thread (a new
-// one when all are busy, so a step that waits for another never holds up a third). Requests are
-// read by one thread at a time (poll_mu_), so they are handled in the order the chief sent them.
-// A step whose kernels keep the serve thread busy does not leave the task deaf: a standby thread
-// reads requests whenever the serve role has not polled for kStandbyAfter, so pings and aborts
-// are still answered.
+// Requests are taken by the process's MPI progress engine (comm/mpi_progress_engine.h), in the
+// order the chief sent them. Ping and AbortStep are answered at once, on the engine's driving
+// thread, so a task busy with a long kernel still answers; the others queue for the serve role.
+// Who serves: the serve thread, which drives the engine while it waits (the request is then read
+// on the thread that handles it, with no wake-up between), and runs a RunStep itself: handing
+// the step to another thread would cost a wake-up on the critical path of every step. While it
+// runs a step, the standby thread takes the serve role, so requests are still handled in order;
+// a RunStep it takes runs on a step thread (a new one when all are busy, so a step that waits for
+// another never holds up a third). The standby thread also ends the job when the chief has been
+// silent for the liveness timeout.
 //
 // The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
 // and the small sends to the chief on the graph's reply edges go back in the answer
@@ -64,17 +64,19 @@ class TaskServer {
     CancellationManager cancel;
   };
 
-  // Reads and handles one request if one has come (unless another thread is reading); whether it did.
-  bool poll_once();
-  // The standby thread: takes the serve role while an inline step keeps the serve thread away.
+  // A request from the chief, on the engine's driving thread.
+  void on_request(ControlChannel::Message message);
+  // The standby thread: takes the serve role while a step keeps the serve thread away.
   void stand_by();
+  // The chief pings every second: silence means it died (under mpirun --enable-recovery nothing
+  // else would end this process), so the job is ended, non-zero, by name.
+  void check_chief_alive();
   void handle(const ControlRequest& request);
   void register_graph(const ControlRequest& request);
-  void start_step(const ControlRequest& request);
-  // Runs the step; returns the sends kept for the Reply (comm/step_rendezvous.h). `on_serve_thread`:
-  // it reads requests while it waits.
-  std::vector<StepTensor> run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running,
-                                   bool on_serve_thread);
+  // Runs the step on this thread (`on_serve_thread`) or posts it to a step thread.
+  void start_step(const ControlRequest& request, bool on_serve_thread);
+  // Runs the step; returns the sends kept for the Reply (comm/step_rendezvous.h).
+  std::vector<StepTensor> run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
   void abort_step(int64_t step_id, std::exception_ptr error);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.
   void control_timeline(const ControlRequest& request);
@@ -95,17 +97,14 @@ class TaskServer {
   int idle_ = 0;
   bool stopping_ = false;
 
-  // The serve role. Whoever holds poll_mu_ reads the next request.
-  static constexpr std::chrono::milliseconds kStandbyAfter{2};
-  std::mutex poll_mu_;
-  std::chrono::steady_clock::time_point heard_from_chief_;  // under poll_mu_
-  std::atomic<std::chrono::steady_clock::rep> last_poll_{0};  // steady_clock ticks
+  // The serve role: requests waiting for it, in the chief's order.
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<ControlRequest> queue_;
+  bool serve_in_step_ = false;  // the serve thread runs a step: the standby thread serves
+  bool standby_busy_ = false;   // the standby thread handles a request: the serve thread waits for it
   std::atomic<bool> shutdown_requested_{false};
-  std::atomic<bool> serve_thread_in_step_{false};
-  // A RunStep read by the serve loop (not from inside a step), run by it once the request is handled.
-  std::function<void(bool on_serve_thread)> inline_step_;
-  std::mutex standby_mu_;
-  std::condition_variable standby_cv_;  // wakes the standby thread to stop
+  std::atomic<std::chrono::steady_clock::rep> heard_from_chief_{0};  // steady_clock ticks
 };
 
 }  // namespace weft

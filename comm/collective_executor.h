@@ -114,11 +114,6 @@ class CollectiveTransport {
   virtual void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error) = 0;
   // Collective over every task: see CollectiveExecutor::reset.
   virtual void reset(std::chrono::milliseconds timeout) = 0;
-  // Tests the collectives in flight (and issues those whose turn came) on the calling thread,
-  // unless another thread is at it; whether any made progress. A thread waiting for its step calls
-  // it (StepOptions::poll_while_waiting), so the step's own thread sees its collective complete
-  // instead of waiting for the progress thread to be scheduled and hand it over.
-  virtual bool poll() { return false; }
 };
 
 class CollectiveExecutor {
@@ -145,8 +140,6 @@ class CollectiveExecutor {
   void reset(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   bool has_transport() const { return transport_ != nullptr; }
-  // CollectiveTransport::poll, where there is a transport.
-  bool poll() { return transport_ && transport_->poll(); }
 
  private:
   struct Instance;
@@ -160,7 +153,7 @@ CollectiveExecutor& process_collectives();
 // Installs `executor` as the process's (cluster::init, before any step runs). The one it replaces
 // is kept alive (a kernel may still hold it).
 void set_process_collectives(std::unique_ptr<CollectiveExecutor> executor);
-// Destroys the process's executor (its transport's progress thread ends): before MPI_Finalize,
+// Destroys the process's executor (its transport's requests are given up): before MPI_Finalize,
 // when no step runs any more. A later process_collectives() makes a local one.
 void shut_down_process_collectives();
 

@@ -4,11 +4,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "comm/mpi_allreduce_algorithm.h"
-#include "comm/progress_pacer.h"
+#include "comm/mpi_progress_engine.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -22,13 +21,6 @@ std::vector<std::pair<int64_t, int64_t>> split_counts(int64_t total, int64_t max
 }
 
 namespace {
-
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(len));
-}
 
 MPI_Datatype mpi_type(DType d, const std::string& op) {
   switch (d) {
@@ -45,18 +37,6 @@ char* at(const Tensor& t, int64_t element) {
   return static_cast<char*>(t.raw_data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-// Collectives' buffers and requests MPI may still use after they were abandoned: kept until exit.
-std::mutex graveyard_mu;
-struct Graveyard {
-  std::vector<std::shared_ptr<void>> things;
-  std::vector<MPI_Request> requests;
-  std::vector<MPI_Comm> comms;
-};
-Graveyard& graveyard() {
-  static auto* g = new Graveyard();
-  return *g;
-}
-
 }  // namespace
 
 class MpiCollectives::Impl {
@@ -66,7 +46,6 @@ class MpiCollectives::Impl {
   void start(std::shared_ptr<CrossProcessCollective> c);
   void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error);
   void reset(std::chrono::milliseconds timeout);
-  bool poll();
 
  private:
   struct Op {
@@ -82,22 +61,30 @@ class MpiCollectives::Impl {
     Tensor rank_order;                 // all-gather: every rank's rows, rank after rank
     std::exception_ptr error;
     bool agreed_failure = false;  // every process failed it alike: the order still holds
+    bool dropped = false;         // a reset dropped it: its requests' completions are ignored
   };
   using OpPtr = std::shared_ptr<Op>;
 
-  void run();
   bool issue_ready(std::vector<OpPtr>& finished);  // mu_ held
   void issue(const OpPtr& op);           // mu_ held; throws on an MPI error
   void issue_gather_data(const OpPtr& op);  // mu_ held
-  bool test(std::vector<OpPtr>& finished);  // mu_ held
+  // One of the op's requests completed (on the engine's driving thread).
+  void on_request_done(const OpPtr& op, int error);
   void complete(const OpPtr& op, std::vector<OpPtr>& finished);  // mu_ held
   void finish_gather(Op& op);
   void interrupt(const CollectiveInstanceKey& key, const std::string& why, std::vector<OpPtr>& failed);  // mu_ held
   std::exception_ptr interrupted_error(const CrossProcessCollective& c) const;
-  void add(MPI_Request r, const OpPtr& op) {
-    requests_.push_back(r);
-    owners_.push_back(op);
+  // For the engine's reports: the collective an op's request belongs to.
+  static std::string describe_op(const void* op) {
+    const CrossProcessCollective& c = *static_cast<const Op*>(op)->c;
+    return c.op + " " + c.key.to_string();
+  }
+  // Hands a request MPI_I<collective> made to the engine (mu_ held).
+  void add(MPI_Request r, const OpPtr& op, const char* kind, uint64_t bytes) {
     ++op->outstanding;
+    engine_.track(client_, r,
+                  {.kind = kind, .bytes = bytes, .describe = describe_op, .cancellable = false},
+                  [this, op](const MPI_Status&, int error) { on_request_done(op, error); }, op);
   }
   void check(int rc, const std::string& what) const {
     if (rc != MPI_SUCCESS) throw Unavailable("[collective] " + what + " failed: " + mpi_error_string(rc));
@@ -105,11 +92,12 @@ class MpiCollectives::Impl {
 
   MPI_Comm parent_;
   MpiCollectivesOptions options_;
+  MpiProgressEngine& engine_;
+  MpiProgressEngine::ClientId client_;
   int me_ = 0, size_ = 1;
 
   std::mutex reset_mu_;  // one reset at a time
   std::mutex mu_;
-  std::condition_variable wake_;
   bool stop_ = false;
   bool resetting_ = false;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -118,16 +106,16 @@ class MpiCollectives::Impl {
   std::vector<OpPtr> ready_;  // started, not issued
   std::unordered_map<const CrossProcessCollective*, OpPtr> ops_;  // every op not finished
   OpPtr blocked_;  // an all-gather whose data is not issued yet: nothing may be issued before it
-  std::vector<MPI_Request> requests_;
-  std::vector<OpPtr> owners_;
-  std::vector<int> indices_;
-  std::vector<MPI_Status> statuses_;
   AllreduceAlgorithmChooser algorithm_;  // used under mu_, where every MPI_Iallreduce is made
-  std::thread thread_;
 };
 
 MpiCollectives::Impl::Impl(MPI_Comm parent, const std::vector<std::string>& tasks, MpiCollectivesOptions options)
-    : parent_(parent), options_(options) {
+    : parent_(parent),
+      options_(options),
+      engine_(options.engine ? *options.engine : MpiProgressEngine::process()),
+      // Each round of libnbc's collectives waits for a poll: after traffic the engine yields for a
+      // millisecond, not 200 us (a 1 MiB all-reduce between 2 processes takes 0.11 to 0.35 ms).
+      client_(engine_.add_client("collectives", std::chrono::milliseconds(1))) {
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE) throw FailedPrecondition("[collective] MPI collectives need MPI_THREAD_MULTIPLE");
@@ -141,25 +129,22 @@ MpiCollectives::Impl::Impl(MPI_Comm parent, const std::vector<std::string>& task
   MPI_Comm_set_errhandler(parent_, MPI_ERRORS_RETURN);
   check(MPI_Comm_dup(parent_, &comm_), "MPI_Comm_dup");  // every process constructs this together
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  thread_ = std::thread([this] { run(); });
 }
 
 MpiCollectives::Impl::~Impl() {
+  std::vector<OpPtr> left;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    for (auto& [c, op] : ops_) {
+      op->dropped = true;
+      left.push_back(op);
+    }
+    ops_.clear();
+    ready_.clear();
   }
-  wake_.notify_all();
-  thread_.join();
-  std::vector<OpPtr> left;
-  for (auto& [c, op] : ops_) left.push_back(op);
-  ops_.clear();
-  ready_.clear();
-  {
-    std::lock_guard g(graveyard_mu);
-    for (size_t i = 0; i < requests_.size(); ++i)
-      if (requests_[i] != MPI_REQUEST_NULL) graveyard().things.push_back(owners_[i]);
-  }
+  // What MPI has not completed is kept, with its buffers, until exit (collectives cannot be cancelled).
+  engine_.cancel_client(client_, std::chrono::milliseconds(0));
   for (const OpPtr& op : left)
     if (!op->abandoned) op->c->done(std::make_exception_ptr(FailedPrecondition("[collective] MPI collectives shut down")));
 }
@@ -189,8 +174,8 @@ void MpiCollectives::Impl::start(std::shared_ptr<CrossProcessCollective> c) {
         ops_[c.get()] = op;
         ready_.push_back(std::move(op));
         // Issue here, on the starting thread, when this is the next collective in order: waking
-        // the progress thread first put one thread hand-off (tens of microseconds on a busy
-        // machine) before every collective's first message. The progress thread then tests it.
+        // another thread first put one thread hand-off (tens of microseconds on a busy machine)
+        // before every collective's first message. The engine then tests it.
         if (!resetting_) issue_ready(failed);
       } catch (const FailedPrecondition& e) {
         interrupt(c->key, e.what(), failed);
@@ -200,7 +185,6 @@ void MpiCollectives::Impl::start(std::shared_ptr<CrossProcessCollective> c) {
       }
     }
   }
-  wake_.notify_one();
   for (const OpPtr& op : failed) op->c->done(op->error);
   if (error) c->done(error);
 }
@@ -282,7 +266,7 @@ void MpiCollectives::Impl::issue(const OpPtr& op) {
         check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : at(c.send, off), at(c.result, off), static_cast<int>(n), type,
                              MPI_SUM, comm_, &r),
               "MPI_Iallreduce");
-        add(r, op);
+        add(r, op, "all-reduce", static_cast<uint64_t>(n) * dtype_size(c.result.dtype()));
       }
       break;
     }
@@ -291,7 +275,7 @@ void MpiCollectives::Impl::issue(const OpPtr& op) {
       for (auto [off, n] : split_counts(c.result.size(), options_.max_count)) {
         MPI_Request r;
         check(MPI_Ibcast(at(c.result, off), static_cast<int>(n), type, c.root_rank, comm_, &r), "MPI_Ibcast");
-        add(r, op);
+        add(r, op, "broadcast", static_cast<uint64_t>(n) * dtype_size(c.result.dtype()));
       }
       break;
     }
@@ -314,7 +298,7 @@ void MpiCollectives::Impl::issue(const OpPtr& op) {
                            static_cast<int>(m + 2), MPI_INT64_T, comm_, &r),
             "MPI_Iallgather");
       op->phase = 1;
-      add(r, op);
+      add(r, op, "all-gather header", (m + 2) * sizeof(int64_t));
       blocked_ = op;
       break;
     }
@@ -368,7 +352,7 @@ void MpiCollectives::Impl::issue_gather_data(const OpPtr& op) {
     check(MPI_Iallgatherv(mine ? at(c.send, k * per_round) : c.send.raw_data(), static_cast<int>(mine), type,
                           into.raw_data(), counts.data(), displs.data(), type, comm_, &r),
           "MPI_Iallgatherv");
-    add(r, op);
+    add(r, op, "all-gather", static_cast<uint64_t>(sum) * dtype_size(dtype));
     op->rounds.push_back(into);
     op->round_counts.push_back(std::move(counts));
     op->round_displs.push_back(std::move(displs));
@@ -412,43 +396,20 @@ void MpiCollectives::Impl::finish_gather(Op& op) {
   }
 }
 
-bool MpiCollectives::Impl::test(std::vector<OpPtr>& finished) {
-  if (requests_.empty()) return false;
-  const int n = static_cast<int>(requests_.size());
-  indices_.resize(requests_.size());
-  statuses_.resize(requests_.size());
-  int done = 0;
-  const int rc = MPI_Testsome(n, requests_.data(), &done, indices_.data(), statuses_.data());
-  if (done == MPI_UNDEFINED || done <= 0) {
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
-      // Nothing can be trusted on this communicator any more.
-      for (size_t i = 0; i < owners_.size(); ++i)
-        if (!owners_[i]->error)
-          owners_[i]->error = std::make_exception_ptr(Unavailable("[collective] MPI_Testsome failed: " + mpi_error_string(rc)));
-    }
-    return false;
-  }
-  std::vector<OpPtr> completed;
-  for (int k = 0; k < done; ++k) {
-    const auto i = static_cast<size_t>(indices_[static_cast<size_t>(k)]);
-    const OpPtr& op = owners_[i];
-    const int error = rc == MPI_ERR_IN_STATUS ? statuses_[static_cast<size_t>(k)].MPI_ERROR : MPI_SUCCESS;
+void MpiCollectives::Impl::on_request_done(const OpPtr& op, int error) {
+  std::vector<OpPtr> finished;
+  {
+    std::lock_guard lock(mu_);
+    if (op->dropped) return;  // a reset or the end dropped it, and told its waiter
     if (error != MPI_SUCCESS && !op->error)
       op->error = std::make_exception_ptr(Unavailable("[" + op->c->op + "] " + op->c->key.to_string() +
                                                       ": MPI failed: " + mpi_error_string(error)));
-    if (--op->outstanding == 0) completed.push_back(op);
+    if (--op->outstanding > 0) return;
+    complete(op, finished);
+    // An all-gather's header completing unblocks what waited behind it.
+    if (!resetting_) issue_ready(finished);
   }
-  size_t w = 0;
-  for (size_t r = 0; r < requests_.size(); ++r) {
-    if (requests_[r] == MPI_REQUEST_NULL) continue;
-    requests_[w] = requests_[r];
-    owners_[w] = std::move(owners_[r]);
-    ++w;
-  }
-  requests_.resize(w);
-  owners_.resize(w);
-  for (const OpPtr& op : completed) complete(op, finished);
-  return true;
+  for (const OpPtr& f : finished) f->c->done(f->error);
 }
 
 void MpiCollectives::Impl::complete(const OpPtr& op, std::vector<OpPtr>& finished) {
@@ -487,117 +448,57 @@ void MpiCollectives::Impl::complete(const OpPtr& op, std::vector<OpPtr>& finishe
   if (!op->abandoned) finished.push_back(op);
 }
 
-void MpiCollectives::Impl::run() {
-  ProgressPacer::shorten_timer_slack();
-  // A collective in flight is polled through with yields for its first millisecond, not 200 us:
-  // a 1 MiB all-reduce between 2 processes takes 0.11 ms, or 0.35 ms while this VM's shared-memory
-  // copies are slow, and each of libnbc's rounds waits for a poll. Measured (bench_data_parallel,
-  // 2 ranks): 0.35 ms instead of 0.52 in the slow state. Nothing in flight: the thread sleeps.
-  ProgressPacer pacer{std::chrono::milliseconds(1)};
-  std::vector<OpPtr> finished;
-  while (true) {
-    std::unique_lock lock(mu_);
-    if (stop_) return;
-    bool busy = false;
-    if (!resetting_) {
-      busy |= issue_ready(finished);
-      busy |= test(finished);
-    }
-    const bool in_flight = !requests_.empty() && !resetting_;
-    const bool waiting = !ready_.empty();
-    lock.unlock();
-    for (const OpPtr& op : finished) op->c->done(op->error);
-    finished.clear();
-    if (busy) {
-      pacer.traffic();
-      continue;
-    }
-    if ((in_flight || waiting) && pacer.yield_now()) {
-      std::this_thread::yield();
-      continue;
-    }
-    lock.lock();
-    if (stop_) return;
-    if (!in_flight) {
-      // Nothing MPI must progress: sleep until a collective is started (bounded, to be safe).
-      // start() issues on its own thread and then notifies: the predicate sees a collective issued
-      // between this thread's last look and its wait, which a bare wait_for slept through.
-      wake_.wait_for(lock, std::chrono::milliseconds(100),
-                     [&] { return stop_ || (!resetting_ && !requests_.empty()); });
-      // Woken by a start: poll it through as after traffic. (Napping first, as after other
-      // wake-ups, added 20 us to each of its rounds: 0.16 ms for a 1 MiB all-reduce, not 0.115.)
-      if (!requests_.empty()) pacer.traffic();
-      else pacer.woke_from_sleep();
-      continue;
-    }
-    // A long collective's naps grow with its time in flight, so that it takes little from the
-    // computation it overlaps.
-    wake_.wait_for(lock, pacer.nap(/*in_flight=*/false));
-  }
-}
-
-bool MpiCollectives::Impl::poll() {
-  std::vector<OpPtr> finished;
-  bool issued = false, tested = false;
-  {
-    std::unique_lock lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock() || stop_ || resetting_ || (requests_.empty() && ready_.empty())) return false;
-    issued = issue_ready(finished);
-    tested = test(finished);
-  }
-  if (issued) wake_.notify_one();  // the progress thread tests what this thread may stop testing
-  for (const OpPtr& op : finished) op->c->done(op->error);
-  return issued || tested;
-}
-
 void MpiCollectives::Impl::reset(std::chrono::milliseconds timeout) {
   std::lock_guard serial(reset_mu_);
   std::vector<OpPtr> dropped;
   {
     std::lock_guard lock(mu_);
     resetting_ = true;
-    for (auto& [c, op] : ops_)
+    for (auto& [c, op] : ops_) {
+      op->dropped = true;
       if (!op->abandoned) dropped.push_back(op);
-    {
-      // What MPI may still touch (the old communicator's requests and buffers) is kept until exit.
-      std::lock_guard g(graveyard_mu);
-      for (size_t i = 0; i < requests_.size(); ++i) {
-        graveyard().requests.push_back(requests_[i]);
-        graveyard().things.push_back(owners_[i]);
-      }
-      graveyard().comms.push_back(comm_);
     }
-    requests_.clear();
-    owners_.clear();
     ops_.clear();
     ready_.clear();
     blocked_ = nullptr;
     order_.reset();
+    // The old communicator is never freed: MPI may still complete its abandoned requests.
     comm_ = MPI_COMM_NULL;
   }
+  // What MPI may still touch (the old communicator's requests and buffers) is kept until exit.
+  engine_.cancel_client(client_, std::chrono::milliseconds(0));
   for (const OpPtr& op : dropped)
     op->c->done(std::make_exception_ptr(
         FailedPrecondition("[" + op->c->op + "] " + op->c->key.to_string() + ": the collectives were reset")));
-  MPI_Comm fresh = MPI_COMM_NULL;
+  // A fresh communicator, made by every process together: MPI_Comm_idup through the engine,
+  // awaited against a deadline (MPI_Comm_dup could wait forever for a dead peer).
+  struct Dup {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int error = MPI_SUCCESS;
+    MPI_Comm comm = MPI_COMM_NULL;
+  };
+  auto dup = std::make_shared<Dup>();
   MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPI_Comm_idup(parent_, &fresh, &r);
   std::string failure;
-  if (rc != MPI_SUCCESS) failure = "MPI_Comm_idup failed: " + mpi_error_string(rc);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const auto begun = std::chrono::steady_clock::now();
-  while (failure.empty()) {
-    int flag = 0;
-    rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) failure = "MPI_Comm_idup failed: " + mpi_error_string(rc);
-    if (flag) break;
-    if (std::chrono::steady_clock::now() > deadline) {
+  const int rc = MPI_Comm_idup(parent_, &dup->comm, &r);
+  if (rc != MPI_SUCCESS) {
+    failure = "MPI_Comm_idup failed: " + mpi_error_string(rc);
+  } else {
+    engine_.track(client_, r, {.kind = "communicator dup", .what = "reset of the collectives", .cancellable = false},
+                  [dup](const MPI_Status&, int error) {
+                    std::lock_guard lock(dup->mu);
+                    dup->done = true;
+                    dup->error = error;
+                    dup->cv.notify_all();
+                  },
+                  dup);
+    std::unique_lock lock(dup->mu);
+    if (!dup->cv.wait_for(lock, timeout, [&] { return dup->done; }))
       failure = "not every task took part within " + std::to_string(timeout.count()) + " ms";
-      std::lock_guard g(graveyard_mu);
-      graveyard().requests.push_back(r);  // MPI may still complete it: never freed
-      break;
-    }
-    if (std::chrono::steady_clock::now() - begun < std::chrono::microseconds(200)) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+    else if (dup->error != MPI_SUCCESS)
+      failure = "MPI_Comm_idup failed: " + mpi_error_string(dup->error);
   }
   std::lock_guard lock(mu_);
   resetting_ = false;
@@ -605,8 +506,8 @@ void MpiCollectives::Impl::reset(std::chrono::milliseconds timeout) {
     interrupted_ = "the last reset failed: " + failure;
     throw Unavailable("[collective] reset: " + failure);
   }
-  MPI_Comm_set_errhandler(fresh, MPI_ERRORS_RETURN);
-  comm_ = fresh;
+  MPI_Comm_set_errhandler(dup->comm, MPI_ERRORS_RETURN);
+  comm_ = dup->comm;
   interrupted_.clear();
 }
 
@@ -620,6 +521,5 @@ void MpiCollectives::abandon(const std::shared_ptr<CrossProcessCollective>& c, s
   impl_->abandon(c, std::move(error));
 }
 void MpiCollectives::reset(std::chrono::milliseconds timeout) { impl_->reset(timeout); }
-bool MpiCollectives::poll() { return impl_->poll(); }
 
 }  // namespace weft

@@ -8,16 +8,16 @@
 //
 // One communicator, made from `parent` and kept apart from control and rendezvous traffic, serves
 // every group. MPI needs every process to start its collectives on a communicator in the same
-// order; the executor's timing does not give one, so a progress thread issues them in the order of
-// comm/collective_order.h (step, then instance key), whatever order they become ready in. One
+// order; the executor's timing does not give one, so they are issued in the order of
+// comm/collective_order.h (step, then instance key), whatever order they become ready in: by the
+// thread that starts the next one in order, or by the process's MPI progress engine
+// (comm/mpi_progress_engine.h) when a completion lets the next one go. One
 // communicator rather than one per group, because making a communicator is itself a collective
 // whose order across processes would need the same agreement; the price is one cross-process group
 // per step (an error otherwise), which data parallelism (one group, buckets as instances) meets.
 //
-// The progress thread makes every MPI call on the communicator, tests outstanding requests with
-// MPI_Testsome and calls the done callbacks; like the rendezvous's, it yields for a moment after
-// traffic, then naps briefly while requests are in flight, and sleeps on a condition variable when
-// there is nothing to do (no busy spinning when idle).
+// Every request is handed to the engine, which tests it and calls back; this class has no thread
+// of its own.
 //
 // A collective handed to MPI cannot be cancelled (MPI forbids MPI_Cancel and MPI_Request_free on
 // collective requests). When its step is cancelled it is abandoned: its buffers are kept alive (MPI
@@ -40,12 +40,15 @@
 #include <mpi.h>
 
 #include "comm/collective_executor.h"
+#include "comm/mpi_progress_engine.h"
 
 namespace weft {
 
 struct MpiCollectivesOptions {
   // Largest element count of one MPI call; tests lower it to exercise the splitting.
   int64_t max_count = INT_MAX;
+  // Drives its MPI requests; null: the process's engine.
+  MpiProgressEngine* engine = nullptr;
 };
 
 class MpiCollectives final : public CollectiveTransport {
@@ -53,14 +56,13 @@ class MpiCollectives final : public CollectiveTransport {
   // `parent`'s ranks are `tasks` (full task names in rank order); it must outlive this object and
   // serve nothing else. Collective over `parent` (dups it): every process constructs it together.
   MpiCollectives(MPI_Comm parent, std::vector<std::string> tasks, MpiCollectivesOptions options = {});
-  // Stops the progress thread (call before MPI_Finalize); pending collectives fail.
+  // Pending collectives fail; what MPI has not completed is kept until exit (call before MPI_Finalize).
   ~MpiCollectives() override;
 
   const std::vector<std::string>& tasks() const override { return tasks_; }
   void start(std::shared_ptr<CrossProcessCollective> c) override;
   void abandon(const std::shared_ptr<CrossProcessCollective>& c, std::exception_ptr error) override;
   void reset(std::chrono::milliseconds timeout) override;
-  bool poll() override;
 
  private:
   class Impl;

@@ -1,20 +1,19 @@
 #include "comm/mpi_rendezvous.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "comm/local_rendezvous.h"
+#include "comm/mpi_progress_engine.h"
 #include "comm/mpi_rendezvous_wire.h"
-#include "comm/progress_pacer.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -24,23 +23,8 @@ namespace {
 
 using mpi_wire::WireHeader;
 
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(len));
-}
-
 void check_error(const std::exception_ptr& error, const char* what) {
   if (!error) throw InvalidArgument(std::string("[rendezvous] ") + what + " needs an error, got a null exception_ptr");
-}
-
-// Buffers of sends and receives MPI could not cancel when the rendezvous went away: MPI may
-// still read or write them, so they live until the process ends (reachable, not leaked).
-std::mutex graveyard_mu;
-std::vector<Tensor>& graveyard() {
-  static auto* g = new std::vector<Tensor>();
-  return *g;
 }
 
 }  // namespace
@@ -61,44 +45,46 @@ class MpiRendezvous::Impl {
 
  private:
   // One tensor crossing: a send (header then payload from `value`) or a receive (payload into
-  // `value`). Lives until every one of its MPI requests has completed.
+  // `value`). Its MPI requests hold it (as the engine's keep-alive) until each has completed.
   struct Transfer {
     bool is_recv = false;
     int peer = 0;
     WireHeader header;
     std::string header_bytes;  // a send's encoded header, read by MPI until its Isend completes
     Tensor value;
-    int outstanding = 0;
-    bool failed = false;
+    // Requests not completed yet, counted before the first is made: a completion on the engine's
+    // thread never sees the count reach zero while the sending thread is still making them.
+    std::atomic<int> outstanding{0};
+    std::atomic<bool> failed{false};
   };
   using TransferPtr = std::shared_ptr<Transfer>;
+  // For the engine's reports: a transfer's key, formatted only when asked.
+  static std::string describe_transfer(const void* transfer) {
+    return static_cast<const Transfer*>(transfer)->header.key.to_string();
+  }
 
   // Where a key's devices live; InvalidArgument naming the key when no task owns one.
   std::pair<int, int> ranks_of(const RendezvousKey& key) const;
   std::string where() const { return "[rendezvous] rank " + std::to_string(me_) + ": "; }
 
-  // Progress thread.
-  void run();
+  // On the engine's driving thread.
   void post_header_recv();
-  bool adopt_started_sends();
-  bool test_requests();
   void on_header(const MPI_Status& status, int error);
+  void on_payload(const TransferPtr& t, const MPI_Status& status, int error, int expected);
   // A header whose payload comes by the device transport: the transport receives it.
   void receive_device_payload(int src, const WireHeader& header);
-  void on_complete(const TransferPtr& t);
-  void deliver(Transfer& t);
+  void finish_one(const TransferPtr& t);
   void deliver(const RendezvousKey& key, Tensor value, bool is_dead);
   void peer_broken(int rank, const std::string& what);
-  // `expected` is the byte count a payload receive must get (-1 for a send).
-  void add_request(MPI_Request r, TransferPtr owner, int expected = -1);
-  void cancel_everything();
-  // Any thread: MPI_Isend of a send's header and payload; the requests go to `out`.
-  void start_send(const TransferPtr& t, std::vector<MPI_Request>& out);
+  // Any thread: the MPI sends of a send's header and payload, handed to the engine.
+  void start_send(const TransferPtr& t);
 
   MPI_Comm comm_;
   std::function<int(std::string_view)> rank_of_;
   MpiRendezvousOptions options_;
   std::unique_ptr<DevicePayloads> payloads_;  // options_.device_payloads, moved out
+  MpiProgressEngine& engine_;
+  MpiProgressEngine::ClientId client_;
   int me_ = 0;
   int size_ = 0;
   int tag_ub_ = 32767;
@@ -108,35 +94,27 @@ class MpiRendezvous::Impl {
   // gives the local semantics of abort and cleanup to both.
   LocalRendezvous table_;
 
-  std::mutex mu_;  // guards everything below up to the progress thread's own state
-  std::condition_variable wake_;
-  bool stop_ = false;
+  std::mutex mu_;  // guards everything below
+  bool stopping_ = false;  // the destructor has begun: no header receive is posted again
   std::exception_ptr aborted_;
   std::unordered_map<int64_t, std::exception_ptr> aborted_steps_;
   // Steps cleaned up lately: a tensor of one arriving later is dropped, not stored forever. A
   // bounded window, since step ids only grow.
   std::unordered_set<int64_t> cleaned_;
   std::deque<int64_t> cleaned_order_;
-  // Sends started by the threads that made them, for the progress thread to test: a send is on
-  // the wire at once, without waiting for the progress thread to be scheduled (on a core shared
-  // with a busy kernel thread that took milliseconds).
-  std::vector<std::pair<MPI_Request, TransferPtr>> started_;
-  bool expecting_ = false;  // expect_transfer was called: the progress thread naps short
   std::vector<uint32_t> next_tag_;   // per destination rank
 
-  // The progress thread's own state (and the destructor's, once the thread has ended).
   Tensor header_buf_;  // a tensor, so that a receive MPI would not cancel can keep it alive
-  std::vector<MPI_Request> requests_;  // [0] is the header receive
-  std::vector<TransferPtr> owners_;    // parallel to requests_; null for [0]
-  std::vector<int> expected_;          // parallel to requests_
-  std::vector<int> indices_;           // MPI_Testsome's outputs, kept to save allocations
-  std::vector<MPI_Status> statuses_;
-  std::thread thread_;
+  std::shared_ptr<const void> header_keep_;  // header_buf_, as the engine's keep-alive (made once)
 };
 
 MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> rank_of,
                           MpiRendezvousOptions options)
-    : comm_(comm), rank_of_(std::move(rank_of)), options_(std::move(options)) {
+    : comm_(comm),
+      rank_of_(std::move(rank_of)),
+      options_(std::move(options)),
+      engine_(options_.engine ? *options_.engine : MpiProgressEngine::process()),
+      client_(engine_.add_client("rendezvous")) {
   payloads_ = std::move(options_.device_payloads);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -166,25 +144,20 @@ MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> ra
   next_tag_.assign(static_cast<size_t>(size_), 0);
   if (payloads_) payloads_->set_failure_handler([this](std::exception_ptr error) { start_abort(std::move(error)); });
   header_buf_ = Tensor::empty(DType::UInt8, {static_cast<int64_t>(options_.max_header_bytes)}, cpu_device());
-  requests_.push_back(MPI_REQUEST_NULL);
-  owners_.push_back(nullptr);
-  expected_.push_back(-1);
+  header_keep_ = std::make_shared<Tensor>(header_buf_);
   post_header_recv();
-  thread_ = std::thread([this] { run(); });
 }
 
 MpiRendezvous::Impl::~Impl() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stopping_ = true;
   }
-  wake_.notify_all();
-  thread_.join();
-  // Its thread delivers no more tensors once it is gone; its links are aborted.
+  // Receives are cancelled at once; sends get half a second to be delivered (most are eager and
+  // done by now). No completion of this client runs after this.
+  engine_.cancel_client(client_, std::chrono::milliseconds(500));
   if (payloads_) payloads_->abort(std::make_exception_ptr(FailedPrecondition(where() + "the rendezvous was destroyed")));
   payloads_.reset();
-  adopt_started_sends();
-  cancel_everything();
   // table_'s destructor fails the recvs still waiting with FailedPrecondition.
 }
 
@@ -236,15 +209,9 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
   if (by_device) t->header.device = payloads_->send(dst, key, std::move(value));
   else t->value = std::move(value);
   t->header_bytes = mpi_wire::encode_header(t->header);
-  // MPI is called outside the lock: the progress thread, and with it aborts, never wait on a
-  // send that MPI is slow to take.
-  std::vector<MPI_Request> requests;
-  start_send(t, requests);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (MPI_Request r : requests) started_.emplace_back(r, t);
-  }
-  wake_.notify_one();
+  // MPI is called on this thread, outside the lock: the tensor is on the wire at once, and
+  // nothing waits on a send that MPI is slow to take.
+  start_send(t);
 }
 
 void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done) {
@@ -274,12 +241,8 @@ void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
 void MpiRendezvous::Impl::expect_transfer(const RendezvousKey& key) {
   const int src = rank_of_(key.src_device);
   if (src < 0 || src == me_) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (expecting_) return;
-    expecting_ = true;
-  }
-  wake_.notify_one();
+  // After 30 ms idle a 1 MiB fetch took 1.4 ms, its header waiting out a 1 ms nap.
+  engine_.expect_traffic();
 }
 
 bool MpiRendezvous::Impl::takes_device_tensor(const RendezvousKey& key, const Tensor& value) const {
@@ -313,145 +276,63 @@ void MpiRendezvous::Impl::cleanup_step(int64_t step_id) {
   table_.cleanup_step(step_id);
 }
 
-// ---- the progress thread ----
-
-void MpiRendezvous::Impl::run() {
-  ProgressPacer::shorten_timer_slack();
-  ProgressPacer pacer;
-  while (true) {
-    bool busy = adopt_started_sends();
-    busy |= test_requests();
-    // Payloads in flight need MPI's progress on this side too (a large message's handshake).
-    const bool in_flight = requests_.size() > 1;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (stop_) return;  // the destructor adopts what is left and gives sends a moment
-    if (busy || !started_.empty()) {
-      pacer.traffic();
-      continue;
-    }
-    if (expecting_) {
-      // A big tensor is on its way (expect_transfer): nap short from here, as after traffic.
-      // After 30 ms idle a 1 MiB fetch took 1.4 ms, the header waiting out a 1 ms nap.
-      expecting_ = false;
-      pacer.expect_traffic();
-    }
-    if (pacer.yield_now()) {
-      lock.unlock();
-      std::this_thread::yield();
-      continue;
-    }
-    wake_.wait_for(lock, pacer.nap(in_flight), [&] { return stop_ || !started_.empty() || expecting_; });
-  }
-}
+// ---- MPI, through the engine ----
 
 void MpiRendezvous::Impl::post_header_recv() {
-  const int rc = MPI_Irecv(header_buf_.raw_data(), static_cast<int>(options_.max_header_bytes), MPI_BYTE, MPI_ANY_SOURCE,
-                           kMpiRendezvousHeaderTag, comm_, &requests_[0]);
-  if (rc != MPI_SUCCESS) {
-    requests_[0] = MPI_REQUEST_NULL;
-    start_abort(std::make_exception_ptr(
-        Unavailable(where() + "cannot post the receive of tensor headers: " + mpi_error_string(rc))));
-  }
-}
-
-void MpiRendezvous::Impl::add_request(MPI_Request r, TransferPtr owner, int expected) {
-  requests_.push_back(r);
-  owners_.push_back(std::move(owner));
-  expected_.push_back(expected);
-}
-
-bool MpiRendezvous::Impl::adopt_started_sends() {
-  std::vector<std::pair<MPI_Request, TransferPtr>> sends;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    sends.swap(started_);
+    if (stopping_) return;
   }
-  for (auto& [r, t] : sends) add_request(r, std::move(t));
-  return !sends.empty();
+  const int rc = engine_.irecv(client_, header_buf_.raw_data(), static_cast<int>(options_.max_header_bytes),
+                               MPI_ANY_SOURCE, kMpiRendezvousHeaderTag, comm_,
+                               {.kind = "header recv", .tag = kMpiRendezvousHeaderTag, .standing = true},
+                               [this](const MPI_Status& status, int error) {
+                                 on_header(status, error);
+                                 post_header_recv();
+                               },
+                               header_keep_);
+  if (rc != MPI_SUCCESS)
+    start_abort(std::make_exception_ptr(
+        Unavailable(where() + "cannot post the receive of tensor headers: " + mpi_error_string(rc))));
 }
 
-void MpiRendezvous::Impl::start_send(const TransferPtr& t, std::vector<MPI_Request>& out) {
-  auto fail = [&](int rc) {
+void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
+  const uint64_t chunk = t->header.chunk_bytes;
+  const uint64_t chunks = t->header.device ? 0 : (t->header.total_bytes + chunk - 1) / chunk;
+  t->outstanding = static_cast<int>(1 + chunks);
+  auto sent = [this, t](const MPI_Status&, int error) {
+    if (error != MPI_SUCCESS && !t->failed.exchange(true))
+      abort_step(t->header.key.step_id,
+                 std::make_exception_ptr(Unavailable(where() + "MPI failed sending key " + t->header.key.to_string() +
+                                                     " to rank " + std::to_string(t->peer) + ": " +
+                                                     mpi_error_string(error))));
+    finish_one(t);
+  };
+  auto fail = [&](int rc, uint64_t not_made) {
     // The peer's recv will not hear of this tensor: fail the step here, where the cluster's
     // error handling sees it.
+    t->failed = true;
     abort_step(t->header.key.step_id,
-               std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + t->header.key.to_string() +
-                                                   " to rank " + std::to_string(t->peer) + ": " +
-                                                   mpi_error_string(rc))));
+               std::make_exception_ptr(Unavailable(where() + "MPI could not send key " + t->header.key.to_string() + " to rank " +
+                                                   std::to_string(t->peer) + ": " + mpi_error_string(rc))));
+    for (uint64_t i = 0; i < not_made; ++i) finish_one(t);
   };
-  MPI_Request r = MPI_REQUEST_NULL;
-  int rc = MPI_Isend(t->header_bytes.data(), static_cast<int>(t->header_bytes.size()), MPI_BYTE, t->peer,
-                     kMpiRendezvousHeaderTag, comm_, &r);
-  if (rc != MPI_SUCCESS) return fail(rc);
-  ++t->outstanding;
-  out.push_back(r);
-  if (t->header.device) return;  // the transport moves the bytes
-  const uint64_t chunk = t->header.chunk_bytes;
-  auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
-  for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
+  int rc = engine_.isend(client_, t->header_bytes.data(), static_cast<int>(t->header_bytes.size()), t->peer,
+                         kMpiRendezvousHeaderTag, comm_,
+                         {.kind = "header send", .peer = t->peer, .tag = kMpiRendezvousHeaderTag,
+                          .bytes = t->header_bytes.size(), .describe = describe_transfer},
+                         sent, t);
+  if (rc != MPI_SUCCESS) return fail(rc, 1 + chunks);
+  auto* base = chunks ? static_cast<char*>(t->value.raw_data()) : nullptr;  // a device's tensor went to its transport
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const uint64_t off = k * chunk;
     const auto count = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
-    rc = MPI_Isend(base + off, count, MPI_BYTE, t->peer, static_cast<int>(t->header.tag), comm_, &r);
-    if (rc != MPI_SUCCESS) return fail(rc);
-    ++t->outstanding;
-    out.push_back(r);
+    rc = engine_.isend(client_, base + off, count, t->peer, static_cast<int>(t->header.tag), comm_,
+                       {.kind = "payload send", .peer = t->peer, .tag = static_cast<int>(t->header.tag),
+                        .bytes = static_cast<uint64_t>(count), .describe = describe_transfer},
+                       sent, t);
+    if (rc != MPI_SUCCESS) return fail(rc, chunks - k);
   }
-}
-
-bool MpiRendezvous::Impl::test_requests() {
-  const int n = static_cast<int>(requests_.size());
-  indices_.resize(requests_.size());
-  statuses_.resize(requests_.size());
-  int done = 0;
-  const int rc = MPI_Testsome(n, requests_.data(), &done, indices_.data(), statuses_.data());
-  if (done == MPI_UNDEFINED || done <= 0) {
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
-      start_abort(std::make_exception_ptr(Unavailable(where() + "MPI_Testsome failed: " + mpi_error_string(rc))));
-    return false;
-  }
-  bool header_arrived = false;
-  for (int k = 0; k < done; ++k) {
-    const int i = indices_[static_cast<size_t>(k)];
-    const MPI_Status& st = statuses_[static_cast<size_t>(k)];
-    int error = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
-    if (i == 0) {
-      header_arrived = true;
-      on_header(st, error);
-      continue;
-    }
-    TransferPtr t = owners_[static_cast<size_t>(i)];
-    if (error == MPI_SUCCESS && t->is_recv) {
-      // A shorter message than announced completes without an error in MPI: check the count.
-      int got = 0;
-      MPI_Get_count(&st, MPI_BYTE, &got);
-      if (got != expected_[static_cast<size_t>(i)]) error = MPI_ERR_TRUNCATE;
-    }
-    if (error != MPI_SUCCESS && !t->failed) {
-      t->failed = true;
-      if (t->is_recv)
-        peer_broken(t->peer, "its payload of key " + t->header.key.to_string() + " did not arrive as announced (" +
-                                 mpi_error_string(error) + ")");
-      else
-        abort_step(t->header.key.step_id,
-                   std::make_exception_ptr(Unavailable(where() + "MPI failed sending key " +
-                                                       t->header.key.to_string() + " to rank " +
-                                                       std::to_string(t->peer) + ": " + mpi_error_string(error))));
-    }
-    if (--t->outstanding == 0) on_complete(t);
-  }
-  // Drop the completed requests (Testsome set them to null), keeping [0] in place.
-  size_t w = 1;
-  for (size_t r = 1; r < requests_.size(); ++r) {
-    if (requests_[r] == MPI_REQUEST_NULL) continue;
-    requests_[w] = requests_[r];
-    owners_[w] = std::move(owners_[r]);
-    expected_[w] = expected_[r];
-    ++w;
-  }
-  requests_.resize(w);
-  owners_.resize(w);
-  expected_.resize(w);
-  if (header_arrived) post_header_recv();
-  return true;
 }
 
 void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
@@ -480,21 +361,43 @@ void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
   }
   if (t->header.device) return receive_device_payload(src, t->header);
   const uint64_t chunk = t->header.chunk_bytes;
-  auto* base = t->header.total_bytes ? static_cast<char*>(t->value.raw_data()) : nullptr;
-  for (uint64_t off = 0; off < t->header.total_bytes; off += chunk) {
-    MPI_Request r = MPI_REQUEST_NULL;
+  const uint64_t chunks = (t->header.total_bytes + chunk - 1) / chunk;
+  if (chunks == 0) return deliver(t->header.key, std::move(t->value), t->header.is_dead);
+  t->outstanding = static_cast<int>(chunks);
+  auto* base = static_cast<char*>(t->value.raw_data());
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const uint64_t off = k * chunk;
     const auto n = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
-    const int rc = MPI_Irecv(base + off, n, MPI_BYTE, src, static_cast<int>(t->header.tag), comm_, &r);
+    const int rc = engine_.irecv(client_, base + off, n, src, static_cast<int>(t->header.tag), comm_,
+                                 {.kind = "payload recv", .peer = src, .tag = static_cast<int>(t->header.tag),
+                                  .bytes = static_cast<uint64_t>(n), .describe = describe_transfer},
+                                 [this, t, n](const MPI_Status& st, int e) { on_payload(t, st, e, n); }, t);
     if (rc != MPI_SUCCESS) {
       t->failed = true;
       peer_broken(src, "its payload of key " + t->header.key.to_string() + " cannot be received (" +
                            mpi_error_string(rc) + ")");
-      break;
+      return;  // the rendezvous is aborted: what was posted completes into a dropped tensor
     }
-    ++t->outstanding;
-    add_request(r, t, n);
   }
-  if (t->outstanding == 0) on_complete(t);
+}
+
+void MpiRendezvous::Impl::on_payload(const TransferPtr& t, const MPI_Status& status, int error, int expected) {
+  if (error == MPI_SUCCESS) {
+    // A shorter message than announced completes without an error in MPI: check the count.
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (got != expected) error = MPI_ERR_TRUNCATE;
+  }
+  if (error != MPI_SUCCESS && !t->failed.exchange(true))
+    peer_broken(t->peer, "its payload of key " + t->header.key.to_string() + " did not arrive as announced (" +
+                             mpi_error_string(error) + ")");
+  finish_one(t);
+}
+
+void MpiRendezvous::Impl::finish_one(const TransferPtr& t) {
+  if (t->outstanding.fetch_sub(1) != 1) return;
+  // A send's buffer is freed when the last of its requests lets go of the transfer.
+  if (t->is_recv && !t->failed) deliver(t->header.key, std::move(t->value), t->header.is_dead);
 }
 
 void MpiRendezvous::Impl::receive_device_payload(int src, const WireHeader& header) {
@@ -514,13 +417,6 @@ void MpiRendezvous::Impl::receive_device_payload(int src, const WireHeader& head
     peer_broken(src, "key " + header.key.to_string() + " by the device transport, which cannot receive it: " + e.what());
   }
 }
-
-void MpiRendezvous::Impl::on_complete(const TransferPtr& t) {
-  if (t->is_recv && !t->failed) deliver(*t);
-  t->value = Tensor();  // a send's buffer is free once MPI is done with it
-}
-
-void MpiRendezvous::Impl::deliver(Transfer& t) { deliver(t.header.key, std::move(t.value), t.header.is_dead); }
 
 void MpiRendezvous::Impl::deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead) {
   const auto [src, dst] = ranks_of(key);
@@ -552,50 +448,6 @@ void MpiRendezvous::Impl::peer_broken(int rank, const std::string& what) {
   // have gone to? Like an abort, every recv fails, naming the culprit.
   start_abort(std::make_exception_ptr(InvalidArgument(where() + "rank " + std::to_string(rank) + " sent " + what +
                                                       "; every recv of this rendezvous fails")));
-}
-
-void MpiRendezvous::Impl::cancel_everything() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;  // too late to touch MPI; nothing progresses any more either
-  // Receives are cancelled at once (they complete as cancelled); sends get a moment to be
-  // delivered, as most are eager and done by now. A send still pending then is cancelled, which
-  // MPI may not manage for a send whose peer never takes it: its request is freed below and its
-  // buffer kept alive.
-  auto cancel = [&](bool sends) {
-    for (size_t i = 0; i < requests_.size(); ++i) {
-      const bool is_send = owners_[i] && !owners_[i]->is_recv;
-      if (requests_[i] != MPI_REQUEST_NULL && is_send == sends) MPI_Cancel(&requests_[i]);
-    }
-  };
-  auto wait_a_little = [&](std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (true) {
-      bool pending = false;
-      for (MPI_Request& r : requests_) {
-        if (r == MPI_REQUEST_NULL) continue;
-        int flag = 0;
-        MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-        if (!flag) pending = true;
-      }
-      if (!pending || std::chrono::steady_clock::now() > deadline) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  };
-  cancel(/*sends=*/false);
-  wait_a_little(std::chrono::milliseconds(500));
-  cancel(/*sends=*/true);
-  wait_a_little(std::chrono::milliseconds(100));
-  std::lock_guard<std::mutex> lock(graveyard_mu);
-  for (size_t i = 0; i < requests_.size(); ++i) {
-    if (requests_[i] == MPI_REQUEST_NULL) continue;
-    MPI_Request_free(&requests_[i]);
-    const Tensor& buffer = i == 0 ? header_buf_ : owners_[i]->value;
-    if (buffer.defined()) graveyard().push_back(buffer);
-  }
-  requests_.clear();
-  owners_.clear();
-  expected_.clear();
 }
 
 // ---- the public face ----

@@ -9,13 +9,14 @@
 //
 // Matching is by key, whatever order sends and recvs come in on either side: a send to another
 // rank first sends a small header (the key, dtype, shape and the tag its payload will use), then
-// the payload straight from the tensor's buffer (no copy); the receiver's progress thread reads
+// the payload straight from the tensor's buffer (no copy); the receiver's progress engine reads
 // headers from any rank and posts the payload's receive into a new tensor of the announced dtype
 // and shape. Payloads above MPI's count limit (2^31 - 1 elements of a datatype) travel in several
-// messages. A send's MPI_Isend calls are made by the thread that sends (outside the
-// rendezvous's lock), so the tensor is on the wire at once, even when the progress thread shares a
-// core with a busy kernel thread; every other MPI call is the progress thread's, which never waits
-// in MPI: it tests every request and sleeps briefly between rounds, so an abort is always seen.
+// messages. The rendezvous is a client of the process's MPI progress engine
+// (comm/mpi_progress_engine.h): a send's MPI_Isend calls are made by the thread that sends
+// (outside the rendezvous's lock), so the tensor is on the wire at once, even when the engine's
+// thread shares a core with a busy kernel thread; headers and payloads are received, and every
+// request completed, by the engine's driving thread, which never waits in MPI.
 //
 // With a device transport (comm/device_payloads.h; NCCL in a CUDA build), a GPU tensor bound for
 // a GPU of another task sends only its header over MPI, with the transport's ticket; its bytes go
@@ -34,6 +35,7 @@
 #include <mpi.h>
 
 #include "comm/device_payloads.h"
+#include "comm/mpi_progress_engine.h"
 #include "runtime/rendezvous.h"
 
 namespace weft {
@@ -51,6 +53,8 @@ struct MpiRendezvousOptions {
   // host tensors only (a GPU's Send kernel then stages its tensor in host memory). Owned by the
   // rendezvous, which destroys it (and with it the transport's thread) before its own state.
   std::unique_ptr<DevicePayloads> device_payloads;
+  // Drives its MPI requests; null: the process's engine.
+  MpiProgressEngine* engine = nullptr;
 };
 
 class MpiRendezvous final : public Rendezvous {
@@ -58,13 +62,13 @@ class MpiRendezvous final : public Rendezvous {
   // `comm` is the communicator for tensors only (the caller dups it from its world, apart from
   // control traffic); it must outlive this object. `rank_of(device)` is the rank of the task
   // owning a full device name, or -1 when no task owns it (InvalidArgument on send and recv); it
-  // is also called on the progress thread (to check arriving keys), so it must be thread-safe.
+  // is also called on the engine's driving thread (to check arriving keys), so it must be thread-safe.
   // The communicator's error handler is set to MPI_ERRORS_RETURN, so that a damaged message from
   // a peer becomes an error here rather than the end of the process.
   MpiRendezvous(MPI_Comm comm, std::function<int(std::string_view device)> rank_of,
                 MpiRendezvousOptions options = {});
-  // Stops the progress thread; pending recvs fail with FailedPrecondition; pending sends to peers
-  // are cancelled. Call before MPI_Finalize.
+  // Pending recvs fail with FailedPrecondition; pending sends to peers are cancelled (after half a
+  // second to be delivered). Call before MPI_Finalize.
   ~MpiRendezvous() override;
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
@@ -73,8 +77,8 @@ class MpiRendezvous final : public Rendezvous {
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;
   bool takes_device_tensor(const RendezvousKey& key, const Tensor& value) const override;
-  // From a peer: the progress thread polls at short intervals for a while (it cannot be woken
-  // when the header comes).
+  // From a peer: the engine polls at short intervals for a while (MPI cannot say when the header
+  // comes).
   void expect_transfer(const RendezvousKey& key, uint64_t bytes) override;
 
   // A tensor that `peer` sent under `key` by another way than this rendezvous (in a step's control

@@ -104,8 +104,8 @@ class Rendezvous {
     return false;
   }
   // A recv of `key` is about to wait for a tensor of `bytes` (its shape fully known). Only a hint:
-  // a rendezvous that polls for other processes' tensors may poll sooner (MpiRendezvous's
-  // progress thread naps up to a millisecond once idle); a step's rendezvous passes on only the
+  // a rendezvous that polls for other processes' tensors may poll sooner (the MPI progress
+  // engine naps up to a millisecond once idle); a step's rendezvous passes on only the
   // tensors too large to ride in its messages (comm/step_rendezvous.h).
   virtual void expect_transfer(const RendezvousKey& key, uint64_t bytes) {
     (void)key;

@@ -49,14 +49,6 @@ struct StepOptions {
   // (waking pool threads costs more than tiny nodes do); a part whose own graph has parallel
   // work (Executor::parallel()) turns it on regardless.
   bool parallel = false;
-  // Called by the thread that runs the step while it has nothing ready to run, instead of only
-  // yielding or sleeping: a cluster process reads its control messages there (the answers that
-  // complete this step's Recvs, an abort) and tests its collectives, so no other thread has to
-  // receive them and wake this one. Returns whether it handled anything. With it set, the
-  // waiting thread never sleeps longer than a short nap between calls. Called without any of the
-  // executor's locks held. Not owned (the caller's, alive for the step): StepOptions stays a
-  // plain value, copied into every run state of every run, local runs included.
-  const std::function<bool()>* poll_while_waiting = nullptr;
 };
 
 struct ExecutorSpec {
@@ -98,6 +90,37 @@ class Executor {
   // step (the rendezvous aborts its transfers) and is rethrown once every part has stopped.
   static void run_together(std::span<const Part> parts, const StepOptions& options);
 
+  // A step started by start_together and driven by its caller, who decides how to wait (TF's
+  // asynchronous executor): run_ready() runs what is ready on the calling thread and returns, so
+  // a cluster process can do its own work between calls (drive the MPI progress engine, which
+  // completes the step's Recvs and collectives); finish() waits plainly for the rest. The executor
+  // itself never calls anything above it.
+  class RunningStep {
+   public:
+    ~RunningStep();  // waits for the step to be over if finish() was not called
+    RunningStep(const RunningStep&) = delete;
+    RunningStep& operator=(const RunningStep&) = delete;
+    // Runs the ready nodes on the calling thread (the inter-op pool helps where the parts have
+    // parallel work) until none is ready; whether the step is over. Never waits.
+    bool run_ready();
+    // Calls `wake` (without the step's locks) whenever nodes become ready while the caller is
+    // away from run_ready (a helper finished a node, a Recv completed on another thread), so a
+    // caller that waits for something else meanwhile comes back for them. Before run_ready.
+    void wake_with(std::function<void()> wake);
+    // Runs the rest, sleeping on the step's condition variable while nothing is ready; then
+    // rethrows the step's first error or fills every part's fetches. Call once.
+    void finish();
+
+   private:
+    friend class Executor;
+    struct State;
+    explicit RunningStep(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+  };
+  // The same step as run_together, started: the initial nodes are queued, none has run yet. The
+  // parts, their feeds and fetches, and the options' rendezvous and cancellation must outlive it.
+  static std::unique_ptr<RunningStep> start_together(std::span<const Part> parts, const StepOptions& options);
+
   const GraphIR& graph() const { return *graph_; }
   // How many nodes a run executes (after cutting at the feeds).
   int num_planned_nodes() const;
@@ -113,6 +136,7 @@ class Executor {
   class Frame;
   friend class Context;
   friend class Frame;
+  friend class RunningStep;
 
   template <bool kConcurrent>
   void run_step(const Step& step, RunState& state, std::vector<Tensor>& scratch) const;

@@ -57,16 +57,54 @@ class Executor::Frame final : public AsyncWaitObserver {
         }
   }
 
-  void run() {
+  // A step's options with a cancellation manager (`own`, when the caller gave none), its feeds
+  // counted and its timeline span opened.
+  static StepOptions prepare(std::span<const Part> parts, const StepOptions& options,
+                             std::optional<CancellationManager>& own, std::optional<timeline::Span>& span) {
+    StepOptions step = options;
+    if (!step.cancellation) step.cancellation = &own.emplace();
+    for (const Part& p : parts) p.executor->check_feed_count(p.feeds.size());
+    if (timeline::enabled())
+      span.emplace("step " + std::to_string(step.step_id), "step", local_task_name(),
+                   timeline::Args{{"step_id", std::to_string(step.step_id)}});
+    return step;
+  }
+
+  // Queues the initial nodes; nothing runs yet.
+  void start() {
     CancellationManager& cm = *step_.cancellation;
     // A cancellation from outside (another task's error, an abort) stops this step too.
-    const CancellationToken token = cm.register_callback([this](const std::exception_ptr& e) { on_cancel(e); });
+    token_ = cm.register_callback([this](const std::exception_ptr& e) { on_cancel(e); });
     std::vector<Item> initial;
     for (size_t p = 0; p < parts_.size(); ++p)
       for (int32_t index : parts_[p].executor->initial_ready_) initial.push_back({p, index});
     push(initial);
+  }
+
+  // Runs what is ready on the calling thread; whether the step is over.
+  bool run_ready() {
+    std::vector<Tensor> scratch;
+    std::vector<Item> ready;
+    std::unique_lock lock(mu_);
+    caller_away_ = false;
+    while (!ready_.empty()) {
+      const Item item = ready_.back();
+      ready_.pop_back();
+      lock.unlock();
+      work(item, scratch, ready);
+      lock.lock();
+    }
+    caller_away_ = true;
+    return outstanding_ == 0 && helpers_ == 0;
+  }
+
+  void wake_with(std::function<void()> wake) { wake_ = std::move(wake); }
+
+  // Runs the rest (waiting plainly), then the step's error or its fetches.
+  void finish() {
     drive(/*is_caller=*/true);
-    if (token != kNoCancellationToken) cm.deregister_callback(token);
+    if (token_ != kNoCancellationToken) step_.cancellation->deregister_callback(token_);
+    token_ = kNoCancellationToken;
     if (error_) std::rethrow_exception(error_);
     for (size_t p = 0; p < parts_.size(); ++p) *parts_[p].fetches = parts_[p].executor->collect_fetches(*states_[p]);
   }
@@ -109,10 +147,6 @@ class Executor::Frame final : public AsyncWaitObserver {
         lock.lock();
         continue;
       }
-      if (step_.poll_while_waiting) {
-        poll_or_nap(lock, spins, kSpins);
-        continue;
-      }
       if (!step_.senders_in_process && spins < kSpins) {
         // Waiting for another process: its tensor usually comes within microseconds, sooner
         // than a sleeping thread wakes. Yield a while (the core goes only to ready threads).
@@ -124,21 +158,6 @@ class Executor::Frame final : public AsyncWaitObserver {
       }
       done_.wait(lock);
     }
-  }
-
-  // Waiting with a poll hook (StepOptions::poll_while_waiting): poll, then yield while the answer
-  // is likely to come within microseconds, then nap between polls. A completion wakes the nap.
-  void poll_or_nap(std::unique_lock<std::mutex>& lock, int& spins, int max_spins) {
-    constexpr auto kPollNap = std::chrono::microseconds(100);
-    lock.unlock();
-    const bool handled = (*step_.poll_while_waiting)();
-    if (!handled && spins < max_spins) {
-      ++spins;
-      std::this_thread::yield();
-    }
-    lock.lock();
-    if (!handled && spins >= max_spins && ready_.empty() && (outstanding_ > 0 || helpers_ > 0))
-      done_.wait_for(lock, kPollNap);
   }
 
   // Runs `item` and then, on the same token, one successor it made ready, and so on.
@@ -171,7 +190,7 @@ class Executor::Frame final : public AsyncWaitObserver {
   // Queues nodes with a token each, and calls in a helper when there is one to spare.
   void push(std::span<const Item> items) {
     if (items.empty()) return;
-    bool spawn = false;
+    bool spawn = false, wake = false;
     {
       std::lock_guard lock(mu_);
       ready_.insert(ready_.end(), items.begin(), items.end());
@@ -181,7 +200,9 @@ class Executor::Frame final : public AsyncWaitObserver {
         spawn = true;
       }
       done_.notify_one();
+      wake = wake_ && caller_away_;
     }
+    if (wake) wake_();
     if (spawn) inter_op_pool().submit([this] { drive(/*is_caller=*/false); });
   }
 
@@ -190,6 +211,9 @@ class Executor::Frame final : public AsyncWaitObserver {
     // Notified under the lock: the caller may destroy the frame as soon as it sees the count.
     --outstanding_;
     if (outstanding_ == 0 || outstanding_ == async_in_flight_) done_.notify_all();
+    // The last token: a caller waiting elsewhere comes back to see the step over (woken under the
+    // lock too, for the same reason).
+    if (outstanding_ == 0 && wake_ && caller_away_) wake_();
   }
 
   // Nothing runs and nothing is ready, yet asynchronous kernels wait: when every sender is in
@@ -323,6 +347,9 @@ class Executor::Frame final : public AsyncWaitObserver {
 
   std::span<const Part> parts_;
   StepOptions step_;
+  CancellationToken token_ = kNoCancellationToken;
+  std::function<void()> wake_;  // RunningStep::wake_with
+  bool caller_away_ = false;    // guarded by mu_: the caller is not in run_ready
   std::vector<std::unique_ptr<RunState>> states_;  // one per part
   bool allow_helpers_ = false;
   // At most one helper per hardware thread. Read once: hardware_concurrency() opens
@@ -342,17 +369,51 @@ class Executor::Frame final : public AsyncWaitObserver {
   std::atomic<bool> failed_{false};
 };
 
-void Executor::run_together(std::span<const Part> parts, const StepOptions& options) {
-  StepOptions step = options;
-  std::optional<CancellationManager> own;
-  if (!step.cancellation) step.cancellation = &own.emplace();
-  for (const Part& p : parts) p.executor->check_feed_count(p.feeds.size());
+struct Executor::RunningStep::State {
+  StepOptions options;
+  std::optional<CancellationManager> own_cancellation;
   std::optional<timeline::Span> span;
-  if (timeline::enabled())
-    span.emplace("step " + std::to_string(step.step_id), "step", local_task_name(),
-                 timeline::Args{{"step_id", std::to_string(step.step_id)}});
+  std::optional<Frame> frame;
+  bool finished = false;
+};
+
+Executor::RunningStep::RunningStep(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Executor::RunningStep::~RunningStep() {
+  if (state_->finished) return;
+  try {
+    finish();
+  } catch (...) {
+    // The caller gave up on the step (an error of its own): its error is not wanted.
+  }
+}
+
+bool Executor::RunningStep::run_ready() { return state_->frame->run_ready(); }
+
+void Executor::RunningStep::wake_with(std::function<void()> wake) { state_->frame->wake_with(std::move(wake)); }
+
+void Executor::RunningStep::finish() {
+  state_->finished = true;
+  state_->frame->finish();
+}
+
+std::unique_ptr<Executor::RunningStep> Executor::start_together(std::span<const Part> parts,
+                                                                const StepOptions& options) {
+  auto state = std::make_unique<RunningStep::State>();
+  state->options = Frame::prepare(parts, options, state->own_cancellation, state->span);
+  state->frame.emplace(parts, state->options);
+  state->frame->start();
+  return std::unique_ptr<RunningStep>(new RunningStep(std::move(state)));
+}
+
+void Executor::run_together(std::span<const Part> parts, const StepOptions& options) {
+  // As start_together and finish, without the heap: every local run with parallel work comes here.
+  std::optional<CancellationManager> own;
+  std::optional<timeline::Span> span;
+  const StepOptions step = Frame::prepare(parts, options, own, span);
   Frame frame(parts, step);
-  frame.run();
+  frame.start();
+  frame.finish();
 }
 
 }  // namespace weft

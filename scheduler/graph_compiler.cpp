@@ -286,24 +286,31 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
       sent_in_message.insert(f.transfer);
     }
     StepRendezvous step_rendezvous(rendezvous, {.skip = sent_in_message.empty() ? nullptr : &sent_in_message});
-    const std::function<bool()> poll_answers = [this] { return remote_graph_->poll_answers(); };
     remote_graph_->start_step(step, cancel, step_timeout_, std::move(step_tensors));
     std::exception_ptr local_error, remote_error;
+    std::unique_ptr<Executor::RunningStep> local;
     try {
-      Executor::run_together(parts, {.step_id = step,
-                                     .rendezvous = &step_rendezvous,
-                                     .cancellation = &cancel,
-                                     .senders_in_process = false,
-                                     .parallel = parallel_,
-                                     .poll_while_waiting = &poll_answers});
+      local = Executor::start_together(parts, {.step_id = step,
+                                               .rendezvous = &step_rendezvous,
+                                               .cancellation = &cancel,
+                                               .senders_in_process = false,
+                                               .parallel = parallel_});
     } catch (...) {
       local_error = std::current_exception();
       cancel.cancel(local_error);
     }
     try {
-      remote_graph_->finish_step(step);
+      remote_graph_->finish_step(step, local.get());
     } catch (...) {
       remote_error = std::current_exception();
+    }
+    if (local) {
+      try {
+        local->finish();
+      } catch (...) {
+        local_error = std::current_exception();
+        cancel.cancel(local_error);
+      }
     }
     // The error that came first, wherever it came from, is the one the caller sees.
     if (std::exception_ptr first = cancel.error()) std::rethrow_exception(first);

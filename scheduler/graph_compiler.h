@@ -56,13 +56,12 @@ class RemoteGraph {
   // each carried to the task its key's destination device belongs to, in the step's request.
   virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
                           std::vector<StepTensor> tensors) = 0;
-  // Waits until every task has answered for the step, bounded by the cluster's liveness check;
-  // rethrows the first task's error as its own class, naming the task.
-  virtual void finish_step(int64_t step_id) = 0;
-  // Reads, on the calling thread, an answer of the tasks that has arrived (the thread running
-  // this process's part of a step calls it while it waits: StepOptions::poll_while_waiting);
-  // whether there was one.
-  virtual bool poll_answers() { return false; }
+  // Runs this process's part of the step (`local`, null when it could not start) to its end and
+  // waits until every task has answered, bounded by the cluster's liveness check; rethrows the
+  // first task's error as its own class, naming the task (the local part's error is the caller's
+  // to take, from local->finish()). How the wait is spent is the cluster's: it drives its
+  // transport between local->run_ready() calls.
+  virtual void finish_step(int64_t step_id, Executor::RunningStep* local) = 0;
 };
 
 // The other processes of a cluster, as the compiler sees them.
