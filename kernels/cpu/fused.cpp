@@ -7,8 +7,8 @@
 // so the loops vectorise and the values between instructions never leave L1: relu(a + b) reads a
 // and b once and writes the result once. The result is staged and then copied out (streamed for
 // large outputs), after the block's inputs have been read, so the output may alias an input of
-// its shape. Every op computes exactly what its unfused kernel computes (math.cpp, nn.cpp), in the
-// same order, so results are bitwise equal to the unfused chain.
+// its shape. Every opcode runs its op's functor (elementwise_ops.h), the function the op's own
+// kernel runs, in the same order, so results are bitwise equal to the unfused chain.
 //
 // FusedMatMul computes C = act(A B + bias), A of any rank >= 2 (its leading dims folded into
 // rows) against a matrix B, or, with activation "relu_grad", C = ReluGrad(A B, x) (its third input
@@ -17,7 +17,6 @@
 // epilogue on each tile of rows as soon as it is computed, while it is still in cache, instead of
 // more passes over C.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "kernels/cpu/bias_epilogue.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/defs/fused.h"
@@ -42,45 +42,29 @@ constexpr size_t kScratchBytes = size_t{32} << 10;
 constexpr int64_t kMaxBlock = 1024;
 constexpr int64_t kMinBlock = 16;
 
-// The scalar functions of the unfused kernels, expression for expression (relu_of is
-// bias_epilogue.h's; the transcendental functions are vector_math.h's, over the whole block).
-template <class T>
-T sign_of(T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
-template <class T>
-T max_of(T a, T b) { return (a > b || a != a) ? a : b; }
-template <class T>
-T min_of(T a, T b) { return (a < b || a != a) ? a : b; }
-
-template <class T, class F>
-inline void map1(T* __restrict d, const T* __restrict a, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j]);
-}
-template <class T, class F>
-inline void map2(T* __restrict d, const T* __restrict a, const T* __restrict b, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j], b[j]);
-}
-
+// Each opcode runs its op's own functor over the block (elementwise_ops.h), the one the op's
+// kernel runs: the same function, not a copy of it, so fused and unfused results are bitwise equal.
 template <class T>
 void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
   switch (op) {
-    case fused::kNeg: return map1(d, a, n, [](T x) { return -x; });
-    case fused::kAbs: return map1(d, a, n, [](T x) { return std::abs(x); });
-    case fused::kSign: return map1(d, a, n, [](T x) { return sign_of(x); });
-    case fused::kSquare: return map1(d, a, n, [](T x) { return x * x; });
-    case fused::kExp: return unary_math(UnaryMath::kExp, a, d, n);
-    case fused::kLog: return unary_math(UnaryMath::kLog, a, d, n);
-    case fused::kErf: return unary_math(UnaryMath::kErf, a, d, n);
-    case fused::kSqrt: return map1(d, a, n, [](T x) { return std::sqrt(x); });
-    case fused::kRsqrt: return map1(d, a, n, [](T x) { return T(1) / std::sqrt(x); });
-    case fused::kRelu: return map1(d, a, n, [](T x) { return relu_of(x); });
-    case fused::kSigmoid: return unary_math(UnaryMath::kSigmoid, a, d, n);
-    case fused::kTanh: return unary_math(UnaryMath::kTanh, a, d, n);
-    case fused::kAdd: return map2(d, a, b, n, [](T x, T y) { return x + y; });
-    case fused::kSub: return map2(d, a, b, n, [](T x, T y) { return x - y; });
-    case fused::kMul: return map2(d, a, b, n, [](T x, T y) { return x * y; });
-    case fused::kDiv: return map2(d, a, b, n, [](T x, T y) { return x / y; });
-    case fused::kMaximum: return map2(d, a, b, n, [](T x, T y) { return max_of(x, y); });
-    case fused::kMinimum: return map2(d, a, b, n, [](T x, T y) { return min_of(x, y); });
+    case fused::kNeg: return apply_block<NegOp>(d, a, b, n);
+    case fused::kAbs: return apply_block<AbsOp>(d, a, b, n);
+    case fused::kSign: return apply_block<SignOp>(d, a, b, n);
+    case fused::kSquare: return apply_block<SquareOp>(d, a, b, n);
+    case fused::kExp: return apply_block<ExpOp>(d, a, b, n);
+    case fused::kLog: return apply_block<LogOp>(d, a, b, n);
+    case fused::kErf: return apply_block<ErfOp>(d, a, b, n);
+    case fused::kSqrt: return apply_block<SqrtOp>(d, a, b, n);
+    case fused::kRsqrt: return apply_block<RsqrtOp>(d, a, b, n);
+    case fused::kRelu: return apply_block<ReluOp>(d, a, b, n);
+    case fused::kSigmoid: return apply_block<SigmoidOp>(d, a, b, n);
+    case fused::kTanh: return apply_block<TanhOp>(d, a, b, n);
+    case fused::kAdd: return apply_block<AddOp>(d, a, b, n);
+    case fused::kSub: return apply_block<SubOp>(d, a, b, n);
+    case fused::kMul: return apply_block<MulOp>(d, a, b, n);
+    case fused::kDiv: return apply_block<DivOp>(d, a, b, n);
+    case fused::kMaximum: return apply_block<MaximumOp>(d, a, b, n);
+    case fused::kMinimum: return apply_block<MinimumOp>(d, a, b, n);
     default: return;  // unreachable: decode_program checked every opcode
   }
 }
