@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bias_epilogue.h"
@@ -44,27 +45,21 @@ constexpr int64_t kMinBlock = 16;
 
 // Each opcode runs its op's own functor over the block (elementwise_ops.h), the one the op's
 // kernel runs: the same function, not a copy of it, so fused and unfused results are bitwise equal.
+#define WEFT_CHECK_OPCODE(OP, ARITY, EXPENSIVE)                                                     \
+  static_assert((ARITY == 1) == (BlockMath<OP##Op> || std::is_invocable_v<const OP##Op&, float>), \
+                "the opcode table and the functor disagree on the arity of " #OP);                \
+  static_assert(EXPENSIVE == expensive_v<OP##Op, float>,                                            \
+                "the opcode table and the functor disagree on whether " #OP " is expensive");
+WEFT_FUSED_OPS(WEFT_CHECK_OPCODE)
+#undef WEFT_CHECK_OPCODE
+
 template <class T>
 void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
   switch (op) {
-    case fused::kNeg: return apply_block<NegOp>(d, a, b, n);
-    case fused::kAbs: return apply_block<AbsOp>(d, a, b, n);
-    case fused::kSign: return apply_block<SignOp>(d, a, b, n);
-    case fused::kSquare: return apply_block<SquareOp>(d, a, b, n);
-    case fused::kExp: return apply_block<ExpOp>(d, a, b, n);
-    case fused::kLog: return apply_block<LogOp>(d, a, b, n);
-    case fused::kErf: return apply_block<ErfOp>(d, a, b, n);
-    case fused::kSqrt: return apply_block<SqrtOp>(d, a, b, n);
-    case fused::kRsqrt: return apply_block<RsqrtOp>(d, a, b, n);
-    case fused::kRelu: return apply_block<ReluOp>(d, a, b, n);
-    case fused::kSigmoid: return apply_block<SigmoidOp>(d, a, b, n);
-    case fused::kTanh: return apply_block<TanhOp>(d, a, b, n);
-    case fused::kAdd: return apply_block<AddOp>(d, a, b, n);
-    case fused::kSub: return apply_block<SubOp>(d, a, b, n);
-    case fused::kMul: return apply_block<MulOp>(d, a, b, n);
-    case fused::kDiv: return apply_block<DivOp>(d, a, b, n);
-    case fused::kMaximum: return apply_block<MaximumOp>(d, a, b, n);
-    case fused::kMinimum: return apply_block<MinimumOp>(d, a, b, n);
+#define WEFT_RUN_OPCODE(OP, ARITY, EXPENSIVE) \
+  case fused::k##OP: return apply_block<OP##Op>(d, a, b, n);
+    WEFT_FUSED_OPS(WEFT_RUN_OPCODE)
+#undef WEFT_RUN_OPCODE
     default: return;  // unreachable: decode_program checked every opcode
   }
 }

@@ -1,7 +1,8 @@
 // The scalar functions of the CUDA elementwise ops, shared by their families (unary.cu,
 // binary.cu, compare.cu) and by FusedElementwise (fused.cu), so a fused program computes exactly
-// what the separate CUDA ops compute. Each has the CPU kernel's semantics (kernels/cpu/math.cpp,
-// kernels/cpu/nn.cpp): integers wrap around, NaN propagates through Maximum/Minimum and Relu.
+// what the separate CUDA ops compute. Each has the semantics of the CPU's functor of the same name
+// (kernels/cpu/elementwise_ops.h): integers wrap around, NaN propagates through Maximum/Minimum
+// and Relu. FusedElementwise runs opcode k<Op> through <Op>Op (kernels/defs/fused.h).
 //
 // float16 and bfloat16 go through ViaFloat: the operands are widened to float, the functor runs in
 // float, and the result is rounded once to the 16-bit type (comparisons return their bool).
@@ -91,7 +92,7 @@ struct MulOp {
   template <class T>
   __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b)); }
 };
-struct FloatDivOp {
+struct DivOp {  // floats; integers divide through IntDivOp, which can report an error
   template <class T>
   __device__ T operator()(T a, T b) const { return a / b; }  // IEEE division (-prec-div=true)
 };
