@@ -1,16 +1,17 @@
 // The scalar functions of the CPU elementwise ops, one functor per op, and the two ways they run:
 // as the op's own kernel over tensors (elementwise_kernel, registered by register_elementwise),
 // and as one instruction of a FusedElementwise program over a block (apply_block, fused.cpp).
-// One function per op is what makes a fused program give the separate kernels' bits. The CUDA
-// kernels' functors, with the same semantics, are in kernels/cuda/elementwise_ops.cuh.
+// One function per op is what makes a fused program give the separate kernels' bits.
 //
-// Semantics, as in TensorFlow and NumPy: integer arithmetic wraps around instead of being UB (it is
-// done in the unsigned type of the same width); integer division floors and refuses a zero divisor;
-// NaN propagates through Maximum, Minimum, Sign and Relu. The transcendental ops (Exp, Log, Erf,
-// Sigmoid, Tanh) have no scalar function: their functor names a vector_math.h function (kMath),
-// which runs over a whole block, in the op's kernel and in a fused program alike.
+// The exact ops (Neg, Sign, Square, Relu, Add, Sub, Mul, Maximum, Minimum, ReluGrad and the
+// comparisons) are kernels/shared_elementwise_ops.h's, the functors the CUDA kernels call too.
+// Here are the rest, the CPU's own: those calling libm (their CUDA twins, with the same semantics,
+// are in kernels/cuda/elementwise_ops.cuh), and the integer Div and Pow, which fail the kernel on
+// bad data. The transcendental ops (Exp, Log, Erf, Sigmoid, Tanh) have no scalar function: their
+// functor names a vector_math.h function (kMath), which runs over a whole block, in the op's
+// kernel and in a fused program alike.
 //
-//   register_numeric<AddOp>("Add");   // float32, float64, int32, int64, and float16, bfloat16 through float32
+//   register_numeric<AddOp>("Add");   // float32, float64, int32, int64; float16, bfloat16 via float32
 #pragma once
 
 #include <cmath>
@@ -20,40 +21,19 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/shared_elementwise_ops.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-template <class T, bool = std::is_integral_v<T>>
-struct WrapType { using type = T; };
-template <class T>
-struct WrapType<T, true> { using type = std::make_unsigned_t<T>; };
-template <class T>
-using Wide = typename WrapType<T>::type;
-
 // ---- unary ----
 
-struct NegOp {
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(Wide<T>(0) - static_cast<Wide<T>>(x));
-    else return -x;  // not 0 - x, which is +0 for x = +0
-  }
-};
 struct AbsOp {
   template <class T>
   T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) return x < 0 ? NegOp{}(x) : x;
     else return std::abs(x);
   }
-};
-struct SignOp {  // NaN stays NaN
-  template <class T>
-  T operator()(T x) const { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
-};
-struct SquareOp {
-  template <class T>
-  T operator()(T x) const { return static_cast<T>(static_cast<Wide<T>>(x) * static_cast<Wide<T>>(x)); }
 };
 struct SqrtOp {
   template <class T>
@@ -62,10 +42,6 @@ struct SqrtOp {
 struct RsqrtOp {  // both correctly rounded, so every device and dtype agrees
   template <class T>
   T operator()(T x) const { return T(1) / std::sqrt(x); }
-};
-struct ReluOp {  // NaN passes through
-  template <class T>
-  T operator()(T x) const { return x < T(0) ? T(0) : x; }
 };
 // libm's, one call per element: expensive enough to split over threads sooner.
 struct SinOp {
@@ -88,19 +64,7 @@ struct TanhOp { static constexpr UnaryMath kMath = UnaryMath::kTanh; };
 
 // ---- binary arithmetic ----
 
-struct AddOp {
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) + static_cast<Wide<T>>(b)); }
-};
-struct SubOp {
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) - static_cast<Wide<T>>(b)); }
-};
-struct MulOp {
-  template <class T>
-  T operator()(T a, T b) const { return static_cast<T>(static_cast<Wide<T>>(a) * static_cast<Wide<T>>(b)); }
-};
-// Integer division floors, like Python's // and tf.math.floordiv; a zero divisor fails the kernel.
+// Integer division floors (floor_div); a zero divisor fails the kernel.
 struct DivOp {
   const KernelContext* ctx = nullptr;  // integers only: where a zero divisor is reported
   template <class T>
@@ -109,27 +73,11 @@ struct DivOp {
       return a / b;
     } else {
       if (b == 0) ctx->fail("integer division by zero");
-      if constexpr (std::is_signed_v<T>) {
-        if (b == -1) return NegOp{}(a);  // INT_MIN / -1 wraps instead of trapping
-        T q = a / b;
-        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-        return q;
-      } else {
-        return a / b;
-      }
+      return floor_div(a, b);
     }
   }
 };
-struct MaximumOp {  // NaN propagates
-  template <class T>
-  T operator()(T a, T b) const { return (a > b || a != a) ? a : b; }
-};
-struct MinimumOp {
-  template <class T>
-  T operator()(T a, T b) const { return (a < b || a != a) ? a : b; }
-};
-// Integer powers square and multiply in the unsigned type (wrapping like NumPy) and refuse a
-// negative exponent.
+// Integer powers wrap (int_pow); a negative exponent fails the kernel.
 struct PowOp {
   const KernelContext* ctx = nullptr;  // integers only: where a negative exponent is reported
   template <class T>
@@ -140,46 +88,9 @@ struct PowOp {
       return std::pow(base, exp);
     } else {
       if (exp < 0) ctx->fail("integers to negative integer powers are not allowed");
-      using U = std::make_unsigned_t<T>;
-      U r = 1, b = static_cast<U>(base);
-      for (T e = exp; e > 0; e >>= 1) {
-        if (e & 1) r *= b;
-        b *= b;
-      }
-      return static_cast<T>(r);
+      return int_pow(base, exp);
     }
   }
-};
-struct ReluGradOp {  // (dy, x) -> dy where x > 0: relu's backward pass
-  template <class T>
-  T operator()(T dy, T x) const { return x > T(0) ? dy : T(0); }
-};
-
-// ---- comparisons (bool results) ----
-
-struct EqualOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a == b; }
-};
-struct NotEqualOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a != b; }
-};
-struct LessOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a < b; }
-};
-struct LessEqualOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a <= b; }
-};
-struct GreaterOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a > b; }
-};
-struct GreaterEqualOp {
-  template <class T>
-  bool operator()(T a, T b) const { return a >= b; }
 };
 
 // ---- running them ----
