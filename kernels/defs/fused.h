@@ -32,8 +32,9 @@ namespace weft::fused {
 // over threads sooner). An op's opcode is its place in this list, and saved graphs store opcodes:
 // append only, never reorder or remove. This list is the whole table: the opcodes below, the
 // fusion passes (scheduler/passes/fuse_elementwise.cpp, api/eager_fusion.cpp) through opcode_for,
-// and the kernels, which run opcode k##op through the op's own functor, op##Op, on the CPU
-// (kernels/cpu/elementwise_ops.h) and on CUDA (kernels/cuda/elementwise_ops.cuh).
+// and the CPU and CUDA kernels, which run opcode k<op> through the op's own functor, <op>Op
+// (kernels/shared_elementwise_ops.h, or the device's kernels/cpu/elementwise_ops.h and
+// kernels/cuda/elementwise_ops.cuh). Adding a fusable op is one entry here (kernels/defs/README.md).
 #define WEFT_FUSED_OPS(X) \
   X(Neg, 1, false)        \
   X(Abs, 1, false)        \
