@@ -8,11 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define WEFT_HOST_DEVICE __host__ __device__
-#else
-#define WEFT_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace weft {
 

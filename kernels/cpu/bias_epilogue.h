@@ -1,7 +1,7 @@
 // The epilogue FusedMatMul (fused.cpp) and FusedConv2D (conv.cpp) apply to the rows of their
 // product C [rows, n]: act(row + bias) with the functions of the unfused Add and activation
-// kernels (vector_math.h's for sigmoid and tanh), so a fused node has the bits of the ops it
-// replaced, or, for FusedMatMul's "relu_grad", ReluGrad's mask by the relu's x.
+// kernels (elementwise_ops.h's; vector_math.h's for sigmoid and tanh), so a fused node has the
+// bits of the ops it replaced, or, for FusedMatMul's "relu_grad", ReluGrad's mask by the relu's x.
 #pragma once
 
 #include <cmath>
@@ -9,26 +9,23 @@
 #include <string>
 #include <variant>
 
+#include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
 
-// Relu as the unfused kernel computes it (FusedElementwise's too).
-template <class T>
-inline T relu_of(T x) { return x < T(0) ? T(0) : x; }  // NaN passes through
-
 enum class Act : uint8_t { kNone, kRelu, kSigmoid, kTanh, kReluGrad };
 
 template <class T, class F>
 inline void add_bias_in_place(T* __restrict row, const T* __restrict bias, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) row[j] = f(row[j] + bias[j]);
+  for (int64_t j = 0; j < n; ++j) row[j] = f(AddOp{}(row[j], bias[j]));
 }
 
-// ReluGrad(C, x) over a row of C and of x, as the ReluGrad kernel computes it (nn.cpp).
+// ReluGrad(C, x) over a row of C and of x, with the ReluGrad kernel's function.
 template <class T>
 inline void relu_grad_row(T* __restrict row, const T* __restrict x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) row[j] = x[j] > T(0) ? row[j] : T(0);
+  for (int64_t j = 0; j < n; ++j) row[j] = ReluGradOp{}(row[j], x[j]);
 }
 
 // The epilogue over rows [r0, r1) of C (n columns): `operand` is the bias, or for kReluGrad the
@@ -39,7 +36,7 @@ inline void epilogue_rows(T* c, const T* operand, int64_t r0, int64_t r1, int64_
     T* row = c + r * n;
     switch (act) {
       case Act::kNone: add_bias_in_place(row, operand, n, [](T x) { return x; }); break;
-      case Act::kRelu: add_bias_in_place(row, operand, n, [](T x) { return relu_of(x); }); break;
+      case Act::kRelu: add_bias_in_place(row, operand, n, ReluOp{}); break;
       case Act::kSigmoid:
         add_bias_in_place(row, operand, n, [](T x) { return x; });
         unary_math(UnaryMath::kSigmoid, row, row, n);

@@ -7,8 +7,8 @@
 // so the loops vectorise and the values between instructions never leave L1: relu(a + b) reads a
 // and b once and writes the result once. The result is staged and then copied out (streamed for
 // large outputs), after the block's inputs have been read, so the output may alias an input of
-// its shape. Every op computes exactly what its unfused kernel computes (math.cpp, nn.cpp), in the
-// same order, so results are bitwise equal to the unfused chain.
+// its shape. Every opcode runs its op's functor (elementwise_ops.h), the function the op's own
+// kernel runs, in the same order, so results are bitwise equal to the unfused chain.
 //
 // FusedMatMul computes C = act(A B + bias), A of any rank >= 2 (its leading dims folded into
 // rows) against a matrix B, or, with activation "relu_grad", C = ReluGrad(A B, x) (its third input
@@ -17,14 +17,15 @@
 // epilogue on each tile of rows as soon as it is computed, while it is still in cache, instead of
 // more passes over C.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/bias_epilogue.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/defs/fused.h"
@@ -42,45 +43,23 @@ constexpr size_t kScratchBytes = size_t{32} << 10;
 constexpr int64_t kMaxBlock = 1024;
 constexpr int64_t kMinBlock = 16;
 
-// The scalar functions of the unfused kernels, expression for expression (relu_of is
-// bias_epilogue.h's; the transcendental functions are vector_math.h's, over the whole block).
-template <class T>
-T sign_of(T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); }
-template <class T>
-T max_of(T a, T b) { return (a > b || a != a) ? a : b; }
-template <class T>
-T min_of(T a, T b) { return (a < b || a != a) ? a : b; }
-
-template <class T, class F>
-inline void map1(T* __restrict d, const T* __restrict a, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j]);
-}
-template <class T, class F>
-inline void map2(T* __restrict d, const T* __restrict a, const T* __restrict b, int64_t n, F f) {
-  for (int64_t j = 0; j < n; ++j) d[j] = f(a[j], b[j]);
-}
+// Each opcode runs its op's own functor over the block (elementwise_ops.h), the one the op's
+// kernel runs: the same function, not a copy of it, so fused and unfused results are bitwise equal.
+#define WEFT_CHECK_OPCODE(OP, ARITY, EXPENSIVE)                                                     \
+  static_assert((ARITY == 1) == (BlockMath<OP##Op> || std::is_invocable_v<const OP##Op&, float>), \
+                "the opcode table and the functor disagree on the arity of " #OP);                \
+  static_assert(EXPENSIVE == expensive_v<OP##Op, float>,                                            \
+                "the opcode table and the functor disagree on whether " #OP " is expensive");
+WEFT_FUSED_OPS(WEFT_CHECK_OPCODE)
+#undef WEFT_CHECK_OPCODE
 
 template <class T>
 void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
   switch (op) {
-    case fused::kNeg: return map1(d, a, n, [](T x) { return -x; });
-    case fused::kAbs: return map1(d, a, n, [](T x) { return std::abs(x); });
-    case fused::kSign: return map1(d, a, n, [](T x) { return sign_of(x); });
-    case fused::kSquare: return map1(d, a, n, [](T x) { return x * x; });
-    case fused::kExp: return unary_math(UnaryMath::kExp, a, d, n);
-    case fused::kLog: return unary_math(UnaryMath::kLog, a, d, n);
-    case fused::kErf: return unary_math(UnaryMath::kErf, a, d, n);
-    case fused::kSqrt: return map1(d, a, n, [](T x) { return std::sqrt(x); });
-    case fused::kRsqrt: return map1(d, a, n, [](T x) { return T(1) / std::sqrt(x); });
-    case fused::kRelu: return map1(d, a, n, [](T x) { return relu_of(x); });
-    case fused::kSigmoid: return unary_math(UnaryMath::kSigmoid, a, d, n);
-    case fused::kTanh: return unary_math(UnaryMath::kTanh, a, d, n);
-    case fused::kAdd: return map2(d, a, b, n, [](T x, T y) { return x + y; });
-    case fused::kSub: return map2(d, a, b, n, [](T x, T y) { return x - y; });
-    case fused::kMul: return map2(d, a, b, n, [](T x, T y) { return x * y; });
-    case fused::kDiv: return map2(d, a, b, n, [](T x, T y) { return x / y; });
-    case fused::kMaximum: return map2(d, a, b, n, [](T x, T y) { return max_of(x, y); });
-    case fused::kMinimum: return map2(d, a, b, n, [](T x, T y) { return min_of(x, y); });
+#define WEFT_RUN_OPCODE(OP, ARITY, EXPENSIVE) \
+  case fused::k##OP: return apply_block<OP##Op>(d, a, b, n);
+    WEFT_FUSED_OPS(WEFT_RUN_OPCODE)
+#undef WEFT_RUN_OPCODE
     default: return;  // unreachable: decode_program checked every opcode
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
@@ -25,17 +26,6 @@ constexpr int64_t kChunk = 1024;
 // large vocabulary, a full-tensor softmax) still spreads over the pool.
 constexpr int64_t kLongRow = int64_t{1} << 16;
 constexpr int64_t kRowBlock = int64_t{1} << 14;
-
-template <class T>
-void relu_kernel(KernelContext& ctx) {
-  unary_loop<T, T>(ctx, [](T x) { return x < T(0) ? T(0) : x; });  // NaN passes through
-}
-
-template <class T>
-void sigmoid_kernel(KernelContext& ctx) { unary_math_loop<T>(ctx, UnaryMath::kSigmoid); }
-
-template <class T>
-void tanh_kernel(KernelContext& ctx) { unary_math_loop<T>(ctx, UnaryMath::kTanh); }
 
 // A row is normalised in three steps, each of which also works on one block of a long row: the
 // max m; y = exp(x - m) (log: y = x - m) returning the block's sum of exp(x - m); then y scaled by
@@ -220,29 +210,18 @@ void softmax_kernel(KernelContext& ctx) {
 
 }  // namespace
 
-namespace {
-template <class T>
-void relu_grad_kernel(KernelContext& ctx) {
-  binary_loop<T, T>(ctx, [](T dy, T x) { return x > T(0) ? dy : T(0); });
-}
-}  // namespace
-
 void register_nn_kernels() {
-  register_kernel("ReluGrad", DeviceType::CPU, float32, relu_grad_kernel<float>);
-  register_kernel("ReluGrad", DeviceType::CPU, float64, relu_grad_kernel<double>);
-  register_kernel("Relu", DeviceType::CPU, float32, relu_kernel<float>);
-  register_kernel("Relu", DeviceType::CPU, float64, relu_kernel<double>);
-  register_kernel("Relu", DeviceType::CPU, int32, relu_kernel<int32_t>);
-  register_kernel("Relu", DeviceType::CPU, int64, relu_kernel<int64_t>);
-  register_kernel("Sigmoid", DeviceType::CPU, float32, sigmoid_kernel<float>);
-  register_kernel("Sigmoid", DeviceType::CPU, float64, sigmoid_kernel<double>);
-  register_kernel("Tanh", DeviceType::CPU, float32, tanh_kernel<float>);
-  register_kernel("Tanh", DeviceType::CPU, float64, tanh_kernel<double>);
+  // The elementwise activations' scalar functions are elementwise_ops.h's, shared with
+  // FusedElementwise; each registers float16 and bfloat16 too.
+  register_float<ReluGradOp>("ReluGrad");
+  register_numeric<ReluOp>("Relu");
+  register_float<SigmoidOp>("Sigmoid");
+  register_float<TanhOp>("Tanh");
   register_kernel("Softmax", DeviceType::CPU, float32, softmax_kernel<float, false>);
   register_kernel("Softmax", DeviceType::CPU, float64, softmax_kernel<double, false>);
   register_kernel("LogSoftmax", DeviceType::CPU, float32, softmax_kernel<float, true>);
   register_kernel("LogSoftmax", DeviceType::CPU, float64, softmax_kernel<double, true>);
-  register_via_float32({"ReluGrad", "Relu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax"});
+  register_via_float32({"Softmax", "LogSoftmax"});
 }
 
 }  // namespace weft::cpu

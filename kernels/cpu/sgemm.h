@@ -31,7 +31,7 @@ struct GemmArgs {
 
 struct SgemmEpilogue {
   const float* bias = nullptr;  // n floats added to every row of C, or none
-  bool relu = false;            // then max(0, x), NaN passing through as relu_of does
+  bool relu = false;            // then max(0, x), NaN passing through as ReluOp does (elementwise_ops.h)
   // Then, when set, C's element is kept where this m x n matrix (row stride ldc, as C) is
   // positive and is +0 elsewhere: ReluGrad(C, x), the ReluGrad kernel's `x > 0 ? dy : 0`.
   const float* relu_grad_of = nullptr;

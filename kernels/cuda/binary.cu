@@ -67,7 +67,7 @@ void register_binary_kernels() {
   register_numeric<AddOp>("Add");
   register_numeric<SubOp>("Sub");
   register_numeric<MulOp>("Mul");
-  register_split<FloatDivOp, IntDivOp>("Div");
+  register_split<DivOp, IntDivOp>("Div");
   register_numeric<MaximumOp>("Maximum");
   register_numeric<MinimumOp>("Minimum");
   register_split<FloatPowOp, IntPowOp>("Pow");

@@ -1,6 +1,7 @@
 // Device-side scalar helpers shared by the CUDA elementwise kernels: the float/double math
-// functions by type, and the integer wrap-around rules of the CPU kernels (kernels/cpu/math.cpp),
-// so a GPU kernel gives the CPU kernel's answer bit for bit wherever the math is exact.
+// functions by type, and (from kernels/shared_elementwise_ops.h) the integer wrap-around rule of
+// the CPU kernels, so a GPU kernel gives the CPU kernel's answer bit for bit wherever the math is
+// exact.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,16 +9,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace weft::cuda {
+#include "kernels/shared_elementwise_ops.h"  // Wide: the integer wrap-around rule
 
-// Integer arithmetic wraps around on overflow (as on the CPU) instead of being UB: it is done in
-// the unsigned type of the same width.
-template <class T, bool = std::is_integral_v<T>>
-struct WrapType { using type = T; };
-template <class T>
-struct WrapType<T, true> { using type = std::make_unsigned_t<T>; };
-template <class T>
-using Wide = typename WrapType<T>::type;
+namespace weft::cuda {
 
 template <class T>
 __device__ __forceinline__ T dev_exp(T x) {

@@ -44,28 +44,21 @@ struct FusedInput {
   int64_t strides[kMaxElementwiseRank];
 };
 
-// One opcode on one value (b is ignored by the unary ones), through the separate kernels' functors.
+// One opcode on one value (b is ignored by the unary ones), through the functor of the op's own
+// CUDA kernel (the opcode list is kernels/defs/fused.h's).
+template <int kArity, class Op, class T>
+__device__ __forceinline__ T apply_op(Op op, T a, T b) {
+  if constexpr (kArity == 1) return op(a);
+  else return op(a, b);
+}
+
 template <class T>
 __device__ __forceinline__ T apply(int32_t op, T a, T b) {
   switch (op) {
-    case fused::kNeg: return NegOp{}(a);
-    case fused::kAbs: return AbsOp{}(a);
-    case fused::kSign: return SignOp{}(a);
-    case fused::kSquare: return SquareOp{}(a);
-    case fused::kExp: return ExpOp{}(a);
-    case fused::kLog: return LogOp{}(a);
-    case fused::kSqrt: return SqrtOp{}(a);
-    case fused::kRsqrt: return RsqrtOp{}(a);
-    case fused::kRelu: return ReluOp{}(a);
-    case fused::kSigmoid: return SigmoidOp{}(a);
-    case fused::kTanh: return TanhOp{}(a);
-    case fused::kAdd: return AddOp{}(a, b);
-    case fused::kSub: return SubOp{}(a, b);
-    case fused::kMul: return MulOp{}(a, b);
-    case fused::kDiv: return FloatDivOp{}(a, b);
-    case fused::kMaximum: return MaximumOp{}(a, b);
-    case fused::kMinimum: return MinimumOp{}(a, b);
-    case fused::kErf: return ErfOp{}(a);
+#define WEFT_APPLY_OPCODE(OP, ARITY, EXPENSIVE) \
+  case fused::k##OP: return apply_op<ARITY>(OP##Op{}, a, b);
+    WEFT_FUSED_OPS(WEFT_APPLY_OPCODE)
+#undef WEFT_APPLY_OPCODE
     default: return a;  // unreachable: decode_program checked every opcode
   }
 }

@@ -27,13 +27,37 @@ struct KernelContext;
 
 namespace weft::fused {
 
-// Stored in saved graphs: append only, never renumber.
-enum Opcode : int32_t {
-  kNeg, kAbs, kSign, kSquare, kExp, kLog, kSqrt, kRsqrt, kRelu, kSigmoid, kTanh,
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum,
-  kErf,
-  kNumOpcodes
-};
+// The ops FusedElementwise computes, one X(op, arity, expensive) each: `op` the OpDef whose
+// numerics the opcode reproduces exactly, `expensive` a transcendental function (worth splitting
+// over threads sooner). An op's opcode is its place in this list, and saved graphs store opcodes:
+// append only, never reorder or remove. This list is the whole table: the opcodes below, the
+// fusion passes (scheduler/passes/fuse_elementwise.cpp, api/eager_fusion.cpp) through opcode_for,
+// and the CPU and CUDA kernels, which run opcode k<op> through the op's own functor, <op>Op
+// (kernels/shared_elementwise_ops.h, or the device's kernels/cpu/elementwise_ops.h and
+// kernels/cuda/elementwise_ops.cuh). Adding a fusable op is one entry here (kernels/defs/README.md).
+#define WEFT_FUSED_OPS(X) \
+  X(Neg, 1, false)        \
+  X(Abs, 1, false)        \
+  X(Sign, 1, false)       \
+  X(Square, 1, false)     \
+  X(Exp, 1, true)         \
+  X(Log, 1, true)         \
+  X(Sqrt, 1, false)       \
+  X(Rsqrt, 1, false)      \
+  X(Relu, 1, false)       \
+  X(Sigmoid, 1, true)     \
+  X(Tanh, 1, true)        \
+  X(Add, 2, false)        \
+  X(Sub, 2, false)        \
+  X(Mul, 2, false)        \
+  X(Div, 2, false)        \
+  X(Maximum, 2, false)    \
+  X(Minimum, 2, false)    \
+  X(Erf, 1, true)
+
+#define WEFT_FUSED_OPCODE(OP, ARITY, EXPENSIVE) k##OP,
+enum Opcode : int32_t { WEFT_FUSED_OPS(WEFT_FUSED_OPCODE) kNumOpcodes };
+#undef WEFT_FUSED_OPCODE
 
 struct OpcodeInfo {
   const char* op;   // the op whose numerics the opcode reproduces exactly
@@ -41,12 +65,9 @@ struct OpcodeInfo {
   bool expensive;   // a transcendental function: worth splitting over threads sooner
 };
 
-inline constexpr OpcodeInfo kOpcodes[kNumOpcodes] = {
-    {"Neg", 1, false},  {"Abs", 1, false},     {"Sign", 1, false}, {"Square", 1, false}, {"Exp", 1, true},
-    {"Log", 1, true},   {"Sqrt", 1, false},    {"Rsqrt", 1, false}, {"Relu", 1, false},  {"Sigmoid", 1, true},
-    {"Tanh", 1, true},  {"Add", 2, false},     {"Sub", 2, false},  {"Mul", 2, false},    {"Div", 2, false},
-    {"Maximum", 2, false}, {"Minimum", 2, false}, {"Erf", 1, true},
-};
+#define WEFT_FUSED_OPCODE_INFO(OP, ARITY, EXPENSIVE) {#OP, ARITY, EXPENSIVE},
+inline constexpr OpcodeInfo kOpcodes[kNumOpcodes] = {WEFT_FUSED_OPS(WEFT_FUSED_OPCODE_INFO)};
+#undef WEFT_FUSED_OPCODE_INFO
 
 // The opcode computing op `type`, or -1 when FusedElementwise cannot express it.
 int opcode_for(std::string_view type);

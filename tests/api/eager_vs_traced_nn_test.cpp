@@ -1,7 +1,8 @@
 // Eager against traced, bit for bit, for the reduce, nn and creation families: every reduction
-// (argmax included) over every axis set with and without keepdims, the activations, softmax and
-// log_softmax along each axis, both losses, and the ops that make tensors (fill, zeros, ones and
-// their _like forms, range, constant, one_hot, seeded random draws).
+// (argmax included) over every axis set with and without keepdims, softmax and log_softmax along
+// each axis, both losses, and the ops that make tensors (fill, zeros, ones and their _like forms,
+// range, constant, one_hot, seeded random draws). The elementwise activations run with the other
+// elementwise ops (eager_vs_traced_elementwise_test.cpp).
 #include <gtest/gtest-spi.h>
 
 #include "eager_vs_traced.h"
@@ -113,35 +114,8 @@ TEST(EagerVsTraced, ArgmaxEveryDTypeAndAxis) {
   }
 }
 
-struct ActivationCase {
-  const char* name;
-  const char* node;
-  Tensor (*fn)(const Tensor&);
-};
-// Names the case in test listings (else gtest prints its bytes, pointers included).
-void PrintTo(const ActivationCase& c, std::ostream* os) { *os << c.name; }
-
-const ActivationCase kActivations[] = {
-    {"relu", "Relu", [](const Tensor& x) { return relu(x); }},
-    {"sigmoid", "Sigmoid", [](const Tensor& x) { return sigmoid(x); }},
-    {"tanh", "Tanh", [](const Tensor& x) { return tanh(x); }},
-};
-
-class EagerVsTracedActivation : public testing::TestWithParam<ActivationCase> {};
-
-TEST_P(EagerVsTracedActivation, EveryDTypeAndShape) {
-  const ActivationCase& c = GetParam();
-  const std::vector<DType> dtypes = dtypes_with_kernel(c.node);
-  ASSERT_FALSE(dtypes.empty()) << "no CPU kernel of " << c.node;
-  Op op = [&c](const std::vector<Tensor>& in) { return c.fn(in[0]); };
-  uint32_t seed = 1;
-  for (DType d : dtypes)
-    for (const Shape& s : ref::unary_cases())
-      expect_traced_equals_eager(op, {sample(d, s, seed++, -30, 30)}, c.node, describe(c.name, d, {s}));
-}
-
-INSTANTIATE_TEST_SUITE_P(Ops, EagerVsTracedActivation, testing::ValuesIn(kActivations),
-                         [](const auto& info) { return std::string(info.param.name); });
+// Relu, Sigmoid and Tanh, elementwise, run with the other elementwise ops
+// (eager_vs_traced_elementwise_test.cpp).
 
 TEST(EagerVsTraced, SoftmaxAndLogSoftmaxEveryAxis) {
   for (const char* node : {"Softmax", "LogSoftmax"}) {

@@ -6,6 +6,7 @@
 // suites (eager_vs_traced_*_test.cpp) run every dtype an op has a CPU kernel for, so they cover the
 // 16-bit kernels too; SixteenBitKernelsReachTheEagerVsTracedSuites checks that they are there.
 #include "eager_vs_traced.h"
+#include "elementwise_ops.h"
 #include "half_reference.h"
 
 #include <algorithm>
@@ -21,17 +22,17 @@ using namespace eager_vs_traced;
 
 constexpr DType kSixteen[] = {float16, bfloat16};
 
-// The ops that take float16 and bfloat16 on the CPU through float32, all of which CUDA registers
+// The ops besides the plain elementwise ones (tests/elementwise_ops.h, which come from the
+// registry) that take float16 and bfloat16 on the CPU through float32, all of which CUDA registers
 // 16-bit kernels for.
-const char* const kWidened[] = {
-    "Add",     "Sub",       "Mul",     "Div",          "Maximum", "Minimum",    "Pow",        "Neg",
-    "Abs",     "Sign",      "Square",  "Exp",          "Log",     "Sqrt",       "Rsqrt",      "Equal",
-    "NotEqual", "Less",     "LessEqual", "Greater",    "GreaterEqual", "Select", "Relu",      "ReluGrad",
-    "Sigmoid", "Tanh",      "Softmax", "LogSoftmax",   "Sum",     "Mean",       "Max",        "Min",
-    "ArgMax",  "MatMul",    "FusedMatMul", "SparseSoftmaxCrossEntropyWithLogits"};
+const char* const kWidened[] = {"Select",  "Softmax",     "LogSoftmax", "Sum",   "Mean",
+                                "Max",     "Min",         "ArgMax",     "MatMul", "FusedMatMul",
+                                "SparseSoftmaxCrossEntropyWithLogits"};
 
 TEST(HalfOps, SixteenBitKernelsReachTheEagerVsTracedSuites) {
-  for (const char* name : kWidened) {
+  std::vector<std::string> names(std::begin(kWidened), std::end(kWidened));
+  for (const test_ops::ElementwiseOp& op : test_ops::elementwise_ops()) names.push_back(op.def->name);
+  for (const std::string& name : names) {
     const std::vector<DType> dtypes = dtypes_with_kernel(name);
     for (DType dt : kSixteen) {
       EXPECT_NE(std::find(dtypes.begin(), dtypes.end(), dt), dtypes.end()) << name << " " << dtype_name(dt);
@@ -49,7 +50,6 @@ struct Case {
   Op fn;
   std::function<std::vector<Tensor>(DType, uint32_t)> make;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // The bit patterns of a 16-bit tensor.
 std::vector<uint16_t> bits16(const Tensor& t) {
@@ -82,60 +82,56 @@ std::function<std::vector<Tensor>(DType, uint32_t)> unary_inputs(double lo, doub
   };
 }
 
-class HalfUnary : public testing::TestWithParam<Case> {};
-const Case kUnary[] = {
-    {"neg", [](const std::vector<Tensor>& x) { return neg(x[0]); }, unary_inputs(-3e4, 3e4)},
-    {"abs", [](const std::vector<Tensor>& x) { return abs(x[0]); }, unary_inputs(-3e4, 3e4)},
-    {"sign", [](const std::vector<Tensor>& x) { return sign(x[0]); }, unary_inputs(-3, 3)},
-    {"square", [](const std::vector<Tensor>& x) { return square(x[0]); }, unary_inputs(-300, 300)},
-    {"exp", [](const std::vector<Tensor>& x) { return exp(x[0]); }, unary_inputs(-12, 12)},
-    {"log", [](const std::vector<Tensor>& x) { return log(x[0]); }, unary_inputs(-1, 3e4)},
-    {"sqrt", [](const std::vector<Tensor>& x) { return sqrt(x[0]); }, unary_inputs(-1, 3e4)},
-    {"rsqrt", [](const std::vector<Tensor>& x) { return rsqrt(x[0]); }, unary_inputs(-1, 3e4)},
-    {"relu", [](const std::vector<Tensor>& x) { return relu(x[0]); }, unary_inputs(-10, 10)},
-    {"sigmoid", [](const std::vector<Tensor>& x) { return sigmoid(x[0]); }, unary_inputs(-10, 10)},
-    {"tanh", [](const std::vector<Tensor>& x) { return tanh(x[0]); }, unary_inputs(-5, 5)},
-    {"erf", [](const std::vector<Tensor>& x) { return erf(x[0]); }, unary_inputs(-5, 5)},
-};
+// Every plain elementwise op of the registry (tests/elementwise_ops.h): a new one is checked here
+// without a line of its own. Unary operands are drawn from the range below (the default spans
+// float16's finite values); binary ones from a narrow range, so that comparisons meet equal
+// values, with the specials bringing zeros, infinities, NaN, a subnormal and float16's largest
+// value (whose sums and products overflow).
+using test_ops::ElementwiseOp;
+std::string case_name(const testing::TestParamInfo<ElementwiseOp>& info) { return info.param.def->display; }
+Op through_dispatch(const OpDef& def) {
+  return [&def](const std::vector<Tensor>& in) { return dispatch1(def, in); };
+}
+std::pair<double, double> unary_range(const std::string& op) {
+  if (op == "Sign") return {-3, 3};
+  if (op == "Square") return {-300, 300};
+  if (op == "Exp") return {-12, 12};
+  if (op == "Log" || op == "Sqrt" || op == "Rsqrt") return {-1, 3e4};  // a few negatives: NaN
+  if (op == "Relu" || op == "Sigmoid") return {-10, 10};
+  if (op == "Tanh" || op == "Erf") return {-5, 5};
+  return {-3e4, 3e4};
+}
+
+class HalfUnary : public testing::TestWithParam<ElementwiseOp> {};
 
 // Each input set of the case in turn: the unary cases make one tensor per shape.
 TEST_P(HalfUnary, EqualsFloat32Rounded) {
-  const Case& c = GetParam();
+  const OpDef& def = *GetParam().def;
+  const auto [lo, hi] = unary_range(def.name);
   for (DType dt : kSixteen) {
-    const std::vector<Tensor> shapes = c.make(dt, 1);
-    for (size_t i = 0; i < shapes.size(); ++i)
-      expect_rounded_float32({c.name, c.fn, [&](DType, uint32_t) { return std::vector<Tensor>{shapes[i]}; }}, dt, 0);
+    const std::vector<Tensor> inputs = unary_inputs(lo, hi)(dt, 1);
+    for (const Tensor& x : inputs)
+      expect_rounded_float32(
+          {def.display.c_str(), through_dispatch(def), [&](DType, uint32_t) { return std::vector<Tensor>{x}; }}, dt, 0);
   }
 }
-INSTANTIATE_TEST_SUITE_P(Ops, HalfUnary, testing::ValuesIn(kUnary), [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Ops, HalfUnary, testing::ValuesIn(test_ops::elementwise_ops(1)), case_name);
 
-using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, const SourceLocation&);
-struct BinaryCase {
-  const char* name;
-  BinaryFn fn;
-};
-void PrintTo(const BinaryCase& c, std::ostream* os) { *os << c.name; }
-const BinaryCase kBinary[] = {
-    {"add", add},     {"sub", sub},         {"mul", mul},           {"div", div},         {"pow", pow},
-    {"maximum", maximum}, {"minimum", minimum}, {"equal", equal},   {"not_equal", not_equal}, {"less", less},
-    {"less_equal", less_equal}, {"greater", greater}, {"greater_equal", greater_equal},
-};
-class HalfBinary : public testing::TestWithParam<BinaryCase> {};
+class HalfBinary : public testing::TestWithParam<ElementwiseOp> {};
 
 TEST_P(HalfBinary, EqualsFloat32RoundedWithBroadcasting) {
-  const BinaryCase& c = GetParam();
-  const BinaryFn fn = c.fn;
-  const Op op = [fn](const std::vector<Tensor>& x) { return fn(x[0], x[1], SourceLocation::current()); };
+  const ElementwiseOp& c = GetParam();
+  const Op op = through_dispatch(*c.def);
   uint32_t seed = 1;
   for (DType dt : kSixteen)
     for (const auto& [sa, sb] : ref::binary_cases(false)) {
-      // A narrow range, so that comparisons meet equal values; the specials bring zeros, infinities,
-      // NaN, a subnormal and float16's largest value (whose sums and products overflow).
+      if (!c.broadcasts && sa != sb) continue;
       const Tensor a = sample(dt, sa, seed++, -4, 4), b = sample(dt, sb, seed++, -4, 4);
-      expect_rounded_float32({c.name, op, [&](DType, uint32_t) { return std::vector<Tensor>{a, b}; }}, dt, 0);
+      expect_rounded_float32({c.def->display.c_str(), op, [&](DType, uint32_t) { return std::vector<Tensor>{a, b}; }},
+                             dt, 0);
     }
 }
-INSTANTIATE_TEST_SUITE_P(Ops, HalfBinary, testing::ValuesIn(kBinary), [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Ops, HalfBinary, testing::ValuesIn(test_ops::elementwise_ops(2)), case_name);
 
 // Not circular: +, -, *, / and sqrt of 16-bit values, computed in float32 and rounded once, are the
 // correctly rounded 16-bit results (float32 has more than 2p + 2 bits for both formats, so the

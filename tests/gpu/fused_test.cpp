@@ -33,7 +33,8 @@ Shape output_shape(const Program& p) {
   return out;
 }
 
-// Every opcode once, over inputs a, b, c (registers 0..2), reusing dead registers.
+// A chain through the opcodes over inputs a, b, c (registers 0..2), reusing dead registers (each
+// opcode alone is in programs()).
 std::vector<int64_t> every_opcode() {
   using namespace fused;
   return {kAdd,     3, 0, 1,  kSub,  4, 3, 2,  kMul,     5, 4, 0,  kDiv,     6, 5, 1,  kMaximum, 7, 6, 2,
@@ -69,6 +70,15 @@ std::vector<Program> programs() {
     chain.code.insert(chain.code.end(), {op, r, r - 1, r % 2});
   }
   ps.push_back(chain);
+  // Each opcode alone (the second operand broadcast), so an opcode added to fused.h is checked
+  // here without a line of its own.
+  for (int64_t op = 0; op < kNumOpcodes; ++op) {
+    const int64_t arity = kOpcodes[op].arity;
+    Program single{std::string("opcode_") + kOpcodes[op].op, {Shape{513, 1025}}, {op, arity, 0, arity == 2 ? 1 : -1},
+                   arity + 1, arity};
+    if (arity == 2) single.inputs.push_back(Shape{1025});
+    ps.push_back(single);
+  }
   return ps;
 }
 

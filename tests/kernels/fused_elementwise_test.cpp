@@ -106,10 +106,12 @@ double tolerance(bool transcendental) {
   return std::is_same_v<T, float> && transcendental ? 4e-7 : 0.0;
 }
 
-// Plain scalar definitions of each opcode, for the reference loops.
+// Plain scalar definitions of each opcode, for the reference loops. A switch over every opcode
+// without a default, so that an opcode added to fused.h without its reference here is a compiler
+// warning (-Wswitch), and a test failure naming it.
 template <class T>
 T reference(int op, T x, T y) {
-  switch (op) {
+  switch (static_cast<fused::Opcode>(op)) {
     case fused::kNeg: return -x;
     case fused::kAbs: return std::abs(x);
     case fused::kSign: return std::isnan(x) ? x : (x > 0 ? T(1) : x < 0 ? T(-1) : T(0));
@@ -128,8 +130,33 @@ T reference(int op, T x, T y) {
     case fused::kMaximum: return std::isnan(x) || x > y ? x : y;
     case fused::kMinimum: return std::isnan(x) || x < y ? x : y;
     case fused::kErf: return std::erf(x);
+    case fused::kNumOpcodes: break;
   }
+  ADD_FAILURE() << "no reference for opcode " << op << " (" << (op < fused::kNumOpcodes ? fused::kOpcodes[op].op : "?")
+                << ")";
   return T(0);
+}
+
+// The opcode table (fused.h) names ops the kernels and the fusion pass can rely on: elementwise,
+// of the opcode's arity, with float32 and float64 kernels wherever FusedElementwise has one.
+TEST(FusedElementwise, EveryOpcodeIsAnElementwiseOpOfItsArity) {
+  const OpDef& fused_op = def("FusedElementwise");
+  for (int op = 0; op < fused::kNumOpcodes; ++op) {
+    const auto& info = fused::kOpcodes[op];
+    SCOPED_TRACE(info.op);
+    EXPECT_EQ(fused::opcode_for(info.op), op);
+    const OpDef* d = op_registry().find(info.op);
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(d->has(kElementwise));
+    EXPECT_EQ(d->min_inputs, info.arity);
+    EXPECT_EQ(d->max_inputs, info.arity);
+    for (DeviceType device : {DeviceType::CPU, DeviceType::CUDA})
+      for (DType t : {float32, float64})
+        if (fused_op.kernel(device, t)) {
+          EXPECT_NE(d->kernel(device, t), nullptr) << dtype_name(t);
+        }
+  }
+  EXPECT_EQ(fused::opcode_for("FusedElementwise"), -1);
 }
 
 template <class T>
