@@ -45,14 +45,13 @@
 // NCCL's ncclAvg (a sum divided by nranks, truncated), a mean of floats may differ from the CPU's
 // sum/n in the last bit.
 //
-// Run on an H100 (2026-11-26): tests/gpu/nccl_test.cpp covers one-member groups per collective
-// and dtype, a cancelled step, a group of two processes (exact sums, means, broadcasts,
-// all-gathers; a peer that dies) sharing the GPU as NCCL hosts of their own, and DataParallel
-// over 2 and 4 tasks under mpirun, its recovery after a failed step included. Not yet run: two
-// real GPUs, and this code since its watchdog became nccl_watchdog.h (2026-11-28; that state
-// machine's every path is tested on the CPU, tests/comm/nccl_watchdog_test.cpp), nor several
-// members in one process (2026-11-29; the gathering is tested on the CPU,
-// tests/comm/nccl_gathered_launch_test.cpp).
+// Tests: tests/gpu/nccl_test.cpp covers one-member groups per collective and dtype, a cancelled
+// step, a group of two processes (exact sums, means, broadcasts, all-gathers; a peer that dies)
+// one GPU each or sharing a GPU as NCCL hosts of their own, and several members in one process;
+// the data-parallel tests run DataParallel over 2 and 4 tasks under mpirun, its recovery after a
+// failed step included. On the CPU, tests/comm/nccl_watchdog_test.cpp covers every path of the
+// watchdog's state machine and tests/comm/nccl_gathered_launch_test.cpp the gathering of several
+// members. What of this has run on a GPU: docs/hardware.md.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -28,12 +28,12 @@
 //
 // Set WEFT_NCCL_RENDEZVOUS=0 to send GPU tensors through host memory instead (as without NCCL).
 //
-// Run on an H100 (2026-11-26): tests/gpu/nccl_p2p_test.cpp moves tensors between two processes
-// (one GPU each, or one GPU shared as two NCCL hosts: tests/gpu/child_processes.h), and a graph
-// over three tasks' GPUs under mpirun (tests/cluster_mpi) sends through it both ways.
+// Tests: tests/gpu/nccl_p2p_test.cpp moves tensors between two processes (one GPU each, or one
+// GPU shared as two NCCL hosts: tests/gpu/child_processes.h), and a graph over three tasks' GPUs
+// under mpirun (tests/cluster_mpi) sends through it both ways.
 // tests/comm_mpi/device_payloads_test.cpp runs the rendezvous's side of the contract with an
-// order-matched stand-in on the CPU. Not yet run: two real GPUs (NVLink or PCIe peer transfers),
-// and this code since its watchdog became nccl_watchdog.h (2026-11-28; tested on the CPU).
+// order-matched stand-in on the CPU, and tests/comm/nccl_watchdog_test.cpp the watchdog's. What of
+// this has run on a GPU: docs/hardware.md.
 #pragma once
 
 #include <chrono>

@@ -8,9 +8,8 @@
 // CUDA out of such a node's kernel types), so these errors meet only an eager call under a GPU
 // DeviceScope or a hand-made graph placed strictly.
 //
-// Run on an H100 (2026-11-26): tests/gpu/nccl_test.cpp (one-member groups, and a group of two
-// processes sharing the GPU as NCCL hosts of their own) and the data-parallel tests under mpirun.
-// Several members in one task have not run: no machine offered had two GPUs.
+// Tests: tests/gpu/nccl_test.cpp and the data-parallel tests under mpirun. What of this has run on
+// a GPU: docs/hardware.md.
 #include "comm/nccl/nccl_collectives.h"
 #include "comm/nccl/nccl_id.h"
 #include "kernels/collective_attrs.h"

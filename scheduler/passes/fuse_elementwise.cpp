@@ -39,7 +39,7 @@ bool devices_fit(const Node& n, Fits fits) {
 // Elementwise groups fuse on CPUs and GPUs alike: the CUDA FusedElementwise runs each opcode
 // through the functor of the op's own CUDA kernel, one instruction at a time, so a fused program
 // gives the bits of the separate CUDA ops (tests/gpu/fused_test.cpp checks it, chains of Mul
-// then Sub included, on an H100), and a traced function the bits of its eager run.
+// then Sub included), and a traced function the bits of its eager run.
 bool fuses_elementwise(const Node& n) {
   return devices_fit(n, [](DeviceType t) { return t == DeviceType::CPU || t == DeviceType::CUDA; });
 }

@@ -48,7 +48,7 @@ TEST(DataParallel, OneReplicaTrainsLikeWeftFunctionAdamWWithASchedule) {
 
 // Two GPUs of this one process (as TensorFlow's MirroredStrategy runs): their gradients meet
 // through NCCL, one communicator per GPU, each instance issued once both replicas came; training
-// matches one process. Needs two GPUs (no machine offered so far had them).
+// matches one process. Needs two GPUs (which machines had them: docs/hardware.md).
 TEST(DataParallel, TwoGpusOfOneProcessTrainLikeOneProcessThroughNccl) {
   const int gpus = ref::gpu_count();
   if (gpus < 2) GTEST_SKIP() << "needs two GPUs in this process (it has " << gpus << ")";
