@@ -92,7 +92,8 @@ TEST(MpiProgressEngine, MessagesOfEveryLengthArriveWholeAndInOrder) {
     EXPECT_EQ(m.source, from);
     ASSERT_EQ(m.bytes, lengths[i]) << "message " << i << " out of order or cut";
     const std::vector<char> want = pattern(lengths[i], static_cast<int>(i) + from);
-    EXPECT_EQ(0, std::memcmp(m.words.data(), want.data(), want.size())) << "message " << i;
+    if (!want.empty())  // (an empty message has no bytes to compare, nor a buffer)
+      EXPECT_EQ(0, std::memcmp(m.words.data(), want.data(), want.size())) << "message " << i;
   }
   barrier();
   engine.cancel_client(client, std::chrono::milliseconds(100));
