@@ -6,10 +6,12 @@
 
 #include "api/context.h"
 #include "api/eager_fusion.h"
+#include "comm/step_collectives.h"
 #include "kernels/collective_attrs.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/run_context.h"
 
 namespace weft {
 
@@ -67,6 +69,19 @@ std::span<const Tensor> inputs_on(Device* dev, std::span<const Tensor> inputs, s
   return moved;
 }
 
+// The run context of an asynchronous kernel called eagerly: the process's collectives, and nothing
+// of a step (a Recv fails at once: it has no rendezvous).
+class EagerRunContext final : public RunContext {
+ public:
+  VariableState& variable(std::string_view name) override {
+    throw FailedPrecondition("[eager] no graph variable '" + std::string(name) + "' outside a graph");
+  }
+  std::vector<Tensor> call(const GraphIR&, std::span<const Tensor>, Device&) override {
+    throw FailedPrecondition("[eager] no function body runs outside a graph");
+  }
+  Collectives* collectives() const override { return &process_step_collectives(); }
+};
+
 template <class Outputs>
 void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs, InferContext& ic, Outputs& outs) {
   const DType kernel_dtype = kernel_dtype_of(
@@ -86,12 +101,13 @@ void run_eager(const OpDef& op, std::span<const Tensor> inputs, const Attrs& att
   }
   if (kernel.async) {
     // The synchronous face of an asynchronous kernel (a collective called eagerly): start it and
-    // wait for its callback. Kernels that need a step (Recv) throw at once without a run context.
+    // wait for its callback. Kernels that need a step (Recv) throw at once: the run has no rendezvous.
     std::span<Tensor> out_span(outs.data(), static_cast<size_t>(ic.num_outputs()));
     settle_before_kernel_if_any(ins);
     allocate_outputs(op, [&](size_t i) -> const TensorMeta& { return ic.output(static_cast<int>(i)); }, ins, out_span,
                      *dev);
-    KernelContext kc{op, ins, out_span, attrs, *dev, nullptr};
+    static EagerRunContext eager_run;
+    KernelContext kc{op, ins, out_span, attrs, *dev, &eager_run};
     std::promise<std::exception_ptr> finished;
     auto result = finished.get_future();
     {

@@ -9,6 +9,7 @@
 #include "api/devices.h"
 #include "api/function_gradient.h"
 #include "api/graph_builder.h"
+#include "comm/step_collectives.h"
 #include "runtime/device.h"
 #include "scheduler/graph_compiler.h"
 
@@ -142,7 +143,8 @@ std::unique_ptr<FunctionCore::Concrete> FunctionCore::trace(const std::vector<Te
   spec.targets = builder.side_effects();
   c->compiled = std::make_unique<CompiledGraph>(std::move(*graph), std::move(spec),
                                                 CompileOptions{.optimize = options_.optimize,
-                                                               .name = "function '" + options_.name + "'"});
+                                                               .name = "function '" + options_.name + "'",
+                                                               .collectives = &process_step_collectives()});
   return c;
 }
 

@@ -12,6 +12,7 @@
 #include "api/ops/math.h"
 #include "api/ops/reduce.h"
 #include "api/variable.h"
+#include "comm/step_collectives.h"
 #include "scheduler/graph_compiler.h"
 #include "scheduler/passes/optimize.h"
 
@@ -226,7 +227,8 @@ void TapedFunction::build(const GraphIR& raw, bool optimize) {
     weft::optimize(*forward, {}, targets);
   }
   forward_ = forward;
-  forward_executor_ = compile_function(forward_->clone(), {.optimize = false, .name = "forward"});
+  forward_executor_ = compile_function(forward_->clone(),
+                                       {.optimize = false, .name = "forward", .collectives = &process_step_collectives()});
 
   // Backward: the rest, with placeholders where it read forward values.
   GraphIR& bw = *g;
@@ -275,7 +277,8 @@ const TapedFunction::Variant& TapedFunction::variant(const std::vector<bool>& wa
     drop_multiplications_by_one(g);
     weft::optimize(g, {}, {});
   }
-  v->executor = compile_function(std::move(g), {.optimize = false, .name = "backward"});
+  v->executor =
+      compile_function(std::move(g), {.optimize = false, .name = "backward", .collectives = &process_step_collectives()});
   slot = std::move(v);
   return *slot;
 }

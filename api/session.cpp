@@ -7,6 +7,7 @@
 #include "api/dispatch.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
+#include "comm/step_collectives.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft {
@@ -88,6 +89,7 @@ void drop_idle_orderings(GraphIR& g, const std::vector<Endpoint>& feeds, const s
 
 struct Session::Plan {
   std::unique_ptr<CompiledGraph> compiled;
+  bool has_collectives = false;  // a failed step may leave its groups interrupted
 };
 
 Session::Session(const Graph& graph, SessionOptions options) : graph_(graph), options_(options) {}
@@ -149,7 +151,8 @@ CompileOptions Session::compile_options() const {
   CompileOptions o{.optimize = options_.optimize,
                    .log_device_placement = options_.log_device_placement,
                    .allow_soft_placement = options_.allow_soft_placement,
-                   .name = "Session"};
+                   .name = "Session",
+                   .collectives = &process_step_collectives()};
   if (remote_) {
     ClusterRuntime& rt = *cluster_->runtime();
     o.devices = rt.placement_devices();
@@ -179,6 +182,8 @@ const Session::Plan& Session::plan_for(const std::vector<Endpoint>& feeds, const
   plan->compiled = std::make_unique<CompiledGraph>(
       std::move(copy), CompileSpec{.feeds = feeds, .fetches = fetches, .targets = targets}, compile_options());
   for (auto& [node, device] : plan->compiled->placement()) placement_[node] = device;
+  // (The whole graph's: a collective the plan pruned costs only a reset it did not need.)
+  for (int32_t id : g.node_ids()) plan->has_collectives |= g.node(id).type().starts_with("Collective");
   slot = std::move(plan);
   return *slot;
 }
@@ -207,14 +212,28 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<TensorRef, Tensor>>
   if (fetch_points.empty() && target_ids.empty())
     throw InvalidArgument("[Session] run() needs at least one fetch or target");
 
-  const CompiledGraph* compiled = nullptr;
+  const Plan* plan = nullptr;
   {
     // Planning is serialised; runs are not: plans live as long as the session and are shared.
     std::lock_guard lock(mu_);
+    if (reset_collectives_) {
+      // A step with collectives failed: MPI cannot cancel what it had issued, so every task's
+      // collectives are reset (bounded) before the next step, as DataParallel does.
+      cluster_->runtime()->reset_collectives();
+      reset_collectives_ = false;
+    }
     initialize_variables();
-    compiled = plan_for(feed_points, fetch_points, target_ids).compiled.get();
+    plan = &plan_for(feed_points, fetch_points, target_ids);
   }
-  return compiled->run(feed_values);
+  try {
+    return plan->compiled->run(feed_values);
+  } catch (...) {
+    if (remote_ && plan->has_collectives) {
+      std::lock_guard lock(mu_);
+      reset_collectives_ = true;
+    }
+    throw;
+  }
 }
 
 }  // namespace weft

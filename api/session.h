@@ -106,6 +106,7 @@ class Session {
   SessionOptions options_;
   const Cluster* cluster_ = nullptr;      // not owned; lives as long as the program's main
   std::unique_ptr<RemoteTasks> remote_;  // the cluster's tasks, for this session
+  bool reset_collectives_ = false;       // guarded by mu_: a step with collectives failed
   mutable std::mutex mu_;   // guards planning, initialisation and placement_; runs go on outside it
   size_t initialized_ = 0;  // how many of the graph's initializers have been seen
   // A cluster session's variables whose value the chief held and has assigned on their tasks.

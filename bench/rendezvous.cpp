@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "weft/weft.h"
 
 using namespace weft;

@@ -147,7 +147,7 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
   const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
   std::exception_ptr error = reply.error;
   // A step's small sends to this process came with its answer: delivered before the answer counts,
-  // so the step's Recvs have them when the step is seen as done (comm/step_rendezvous.h).
+  // so the step's Recvs have them when the step is seen as done (scheduler/step_rendezvous.h).
   if (!error && reply.kind == proto::Reply::Kind::RUN_STEP) {
     try {
       for (StepTensor& t : reply.tensors) rendezvous_->deliver_from_peer(source, t.key, std::move(t.value), t.is_dead);

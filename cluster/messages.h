@@ -19,7 +19,7 @@
 #include <capnp/common.h>
 
 #include "cluster/proto/control.capnp.h"
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 #include "runtime/timeline.h"
 
 namespace weft {
@@ -49,7 +49,7 @@ struct ControlReply {
   std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
 };
 
-// A tensor of a step's message (comm/step_rendezvous.h). Reading checks the key (as
+// A tensor of a step's message (scheduler/step_rendezvous.h). Reading checks the key (as
 // RendezvousKey::parse does), the dtype, the shape against the bytes, and the size against
 // kMaxStepMessageTensorBytes: InvalidArgument naming `sender` and what is wrong.
 void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out);

@@ -6,6 +6,7 @@
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "comm/collective_executor.h"
+#include "comm/step_collectives.h"
 #include "runtime/graph_format.h"
 #include "runtime/timeline.h"
 #include "runtime/timeline_format.h"
@@ -373,6 +374,7 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
   StepRendezvous rendezvous(rt_.rendezvous(), {.capture = graph->reply_edges.empty() ? nullptr : &graph->reply_edges});
   std::unique_ptr<Executor::RunningStep> local = Executor::start_together(parts, {.step_id = step_id,
                                                                                  .rendezvous = &rendezvous,
+                                                                                 .collectives = &process_step_collectives(),
                                                                                  .cancellation = &running.cancel,
                                                                                  .senders_in_process = false,
                                                                                  .parallel = graph->parallel});

@@ -21,7 +21,7 @@
 //
 // The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
 // and the small sends to the chief on the graph's reply edges go back in the answer
-// (comm/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come
+// (scheduler/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come
 // yet). Ping is answered by whoever reads it, so a task busy with a long kernel still
 // answers; so is TimelineControl (turn recording on or off, send the events recorded).
 #pragma once
@@ -75,7 +75,7 @@ class TaskServer {
   void register_graph(const ControlRequest& request);
   // Runs the step on this thread (`on_serve_thread`) or posts it to a step thread.
   void start_step(const ControlRequest& request, bool on_serve_thread);
-  // Runs the step; returns the sends kept for the Reply (comm/step_rendezvous.h).
+  // Runs the step; returns the sends kept for the Reply (scheduler/step_rendezvous.h).
   std::vector<StepTensor> run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
   void abort_step(int64_t step_id, std::exception_ptr error);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.

@@ -14,42 +14,6 @@
 
 namespace weft {
 
-std::vector<std::string> parse_group_members(std::string_view joined, std::string_view op) {
-  const std::string where = "[" + std::string(op) + "] ";
-  if (joined.empty()) throw InvalidArgument(where + "group_members is empty");
-  std::vector<std::string> out;
-  std::set<std::string_view> seen;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = joined.find(',', start);
-    const std::string_view name = joined.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    if (name.empty())
-      throw InvalidArgument(where + "group_members \"" + std::string(joined) + "\" has an empty name (member " +
-                            std::to_string(out.size()) + ")");
-    if (!seen.insert(name).second)
-      throw InvalidArgument(where + "group_members names " + std::string(name) + " twice");
-    out.emplace_back(name);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-std::string task_of_device(std::string_view device, std::string_view op) {
-  DeviceSpec spec;
-  try {
-    spec = DeviceSpec::parse(device);
-  } catch (const Error& e) {
-    throw InvalidArgument("[" + std::string(op) + "] group member " + std::string(device) + ": " + e.what());
-  }
-  // A short name ("/cpu:1") or the process's own names (job localhost) are this process's devices.
-  if ((!spec.job && !spec.task) || (spec.job == "localhost" && spec.task.value_or(0) == 0)) return local_task_name();
-  if (!spec.job || !spec.task)
-    throw InvalidArgument("[" + std::string(op) + "] group member " + std::string(device) +
-                          " names a task only partly (give its job and task)");
-  return "/job:" + *spec.job + "/replica:" + std::to_string(spec.replica.value_or(0)) + "/task:" + std::to_string(*spec.task);
-}
-
 namespace {
 
 using InstanceId = std::tuple<int64_t, int64_t, int64_t>;  // group key, step id, instance key

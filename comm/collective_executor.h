@@ -54,38 +54,13 @@
 #include <vector>
 
 #include "comm/collective_order.h"
+#include "runtime/collectives.h"
 #include "runtime/tensor.h"
 
 namespace weft {
 
 class CancellationManager;
 
-enum class CollectiveKind { kAllReduce, kBroadcast, kAllGather };
-enum class CollectiveReduction { kSum, kMean };
-
-struct CollectiveParams {
-  CollectiveKind kind = CollectiveKind::kAllReduce;
-  std::string op;                    // display name, for messages: "collective_all_reduce"
-  int64_t group_key = 0;
-  std::vector<std::string> members;  // full device names, in member order
-  int member = 0;                    // this contribution's index in members
-  int64_t instance_key = 0;
-  int64_t group_instances = 1;
-  CollectiveReduction reduction = CollectiveReduction::kSum;  // all-reduce
-  int root = 0;                                               // broadcast: the member whose value all get
-  DType dtype = DType::Float32;                               // broadcast, non-root members: what they get
-  Shape shape;
-  std::string nccl_id;  // hex NCCL unique id (comm/nccl/nccl_id.h): run through NCCL on GPUs; empty: not
-};
-
-// "a,b,c" -> {"a", "b", "c"}; InvalidArgument naming `op` for an empty list, an empty name or a
-// name given twice.
-std::vector<std::string> parse_group_members(std::string_view joined, std::string_view op);
-// The task part of a full device name: "/job:w/replica:0/task:1/device:CPU:0" -> "/job:w/replica:0/task:1";
-// InvalidArgument naming `op` for a name without job, replica or task.
-std::string task_of_device(std::string_view device, std::string_view op);
-
-// One process's part of a cross-process collective, already combined over its local members.
 struct CrossProcessCollective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   CollectiveInstanceKey key;
@@ -118,7 +93,7 @@ class CollectiveTransport {
 
 class CollectiveExecutor {
  public:
-  using Done = std::function<void(std::exception_ptr error, std::vector<Tensor> outputs)>;
+  using Done = Collectives::Done;
 
   // Without a transport, groups must lie within this process.
   explicit CollectiveExecutor(std::unique_ptr<CollectiveTransport> transport = nullptr);

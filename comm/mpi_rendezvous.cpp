@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "comm/mpi_progress_engine.h"
 #include "comm/mpi_rendezvous_wire.h"
 #include "runtime/device.h"

@@ -82,7 +82,7 @@ class MpiRendezvous final : public Rendezvous {
   void expect_transfer(const RendezvousKey& key, uint64_t bytes) override;
 
   // A tensor that `peer` sent under `key` by another way than this rendezvous (in a step's control
-  // message, comm/step_rendezvous.h), handed to its recv as if MPI had brought it: dropped when
+  // message, scheduler/step_rendezvous.h), handed to its recv as if MPI had brought it: dropped when
   // its step was aborted or has ended. InvalidArgument unless the key's source device is on `peer`
   // and its destination on this rank (the message is untrusted).
   void deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead);

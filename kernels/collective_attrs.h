@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "comm/collective_executor.h"
+#include "runtime/collectives.h"
 #include "runtime/attr.h"
 #include "runtime/op_registry.h"
 

@@ -1,5 +1,5 @@
 // The meeting point of Send and Recv kernels: a tensor sent under a key is handed to the recv of
-// the same key, whichever comes first. In-process now (comm/local_rendezvous.h), MPI and NCCL
+// the same key, whichever comes first. In-process now (runtime/local_rendezvous.h), MPI and NCCL
 // between processes later; executors see only this interface.
 //
 //   RendezvousKey key{src_device, process_incarnation(), dst_device, "MatMul:0", step_id};
@@ -106,7 +106,7 @@ class Rendezvous {
   // A recv of `key` is about to wait for a tensor of `bytes` (its shape fully known). Only a hint:
   // a rendezvous that polls for other processes' tensors may poll sooner (the MPI progress
   // engine naps up to a millisecond once idle); a step's rendezvous passes on only the
-  // tensors too large to ride in its messages (comm/step_rendezvous.h).
+  // tensors too large to ride in its messages (scheduler/step_rendezvous.h).
   virtual void expect_transfer(const RendezvousKey& key, uint64_t bytes) {
     (void)key;
     (void)bytes;

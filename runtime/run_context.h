@@ -1,7 +1,8 @@
 // What a kernel may ask of the executor that runs it: the graph's variables, a way to run a
 // function-body subgraph (the branches of If, the condition and body of While), and, for Send,
-// Recv and other asynchronous kernels, the step they belong to, where tensors meet and how the
-// step is cancelled. Null in eager mode, where the api layer does these things directly.
+// Recv and other asynchronous kernels, the step they belong to, where tensors meet, where
+// collectives run and how the step is cancelled. Null in eager mode, where the api layer does
+// these things directly (an eager collective gets a run context with only its collectives).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 namespace weft {
 
 class CancellationManager;
+class Collectives;
 class Device;
 struct KernelContext;
 class GraphIR;
@@ -36,6 +38,9 @@ class RunContext {
   virtual Rendezvous* rendezvous() const { return nullptr; }
   // Cancelled with the step's first error, anywhere; null when the run cannot be cancelled.
   virtual CancellationManager* cancellation() const { return nullptr; }
+  // Where this step's collective kernels take part in their groups (runtime/collectives.h); null
+  // when the run has none.
+  virtual Collectives* collectives() const { return nullptr; }
   // Said by an asynchronous kernel whose wait for another partition is over and which now only
   // finishes work of its own (a Recv copying what arrived onto its GPU, or down from it): a step
   // whose every unfinished kernel waits for a tensor that no partition will send is stuck and

@@ -361,11 +361,11 @@ std::vector<Tensor> Executor::collect_fetches(RunState& st) const {
   return out;
 }
 
-std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) const {
+std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds, const StepOptions& step) const {
   check_feed_count(feeds.size());
   // A chain of synchronous kernels runs in plan order on this thread: the cheapest way there is.
   if (num_async_ == 0 && (!parallel_ || InterOpPool::in_pool_thread())) {
-    std::unique_ptr<RunState> st = take_run_state(feeds, {});
+    std::unique_ptr<RunState> st = take_run_state(feeds, step);
     struct GiveBack {
       const Executor* exec;
       std::unique_ptr<RunState>& st;
@@ -376,7 +376,7 @@ std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds) c
   }
   std::vector<Tensor> out;
   const Part part{this, feeds, &out};
-  run_together(std::span<const Part>(&part, 1), {});
+  run_together(std::span<const Part>(&part, 1), step);
   return out;
 }
 

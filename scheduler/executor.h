@@ -34,12 +34,14 @@
 namespace weft {
 
 class CancellationManager;
+class Collectives;
 class Rendezvous;
 
 // What the executors running one step share.
 struct StepOptions {
   int64_t step_id = 0;                         // part of every rendezvous key of the step
   Rendezvous* rendezvous = nullptr;            // where Send and Recv meet; null: the step has none
+  Collectives* collectives = nullptr;          // where collective kernels run; null: the step has none
   CancellationManager* cancellation = nullptr; // null: run_together makes one for the step
   // Every Send a Recv of the step waits for is in one of the parts run together (one process).
   // Then a step whose only unfinished nodes are Recvs can never finish: it fails with Internal
@@ -77,7 +79,9 @@ class Executor {
   std::vector<Tensor> run(std::span<const Tensor> feeds) const;
   // run() without checking each feed's dtype and shape against its placeholder, for a caller that
   // has just checked the same thing (weft::function matches every call against its signature).
-  std::vector<Tensor> run_checked_feeds(std::span<const Tensor> feeds) const;
+  // `step`: the step this run is part of (a function body's run inside a node of a step: the
+  // body's collectives take part in the step's groups); default: a run of its own.
+  std::vector<Tensor> run_checked_feeds(std::span<const Tensor> feeds, const StepOptions& step = {}) const;
 
   // One executor's part in a step run by run_together.
   struct Part {

@@ -60,10 +60,15 @@ class Executor::Context final : public RunContext {
     return *it->second;
   }
   std::vector<Tensor> call(const GraphIR& body, std::span<const Tensor> args, Device& device) override {
-    return exec_.body_executor(body, device).run(args);
+    // The body's collectives take part in this step's groups; it has no rendezvous of its own.
+    const Executor& body_exec = exec_.body_executor(body, device);
+    body_exec.check_feed_count(args.size());
+    for (size_t i = 0; i < args.size(); ++i) body_exec.check_feed(i, args[i]);
+    return body_exec.run_checked_feeds(args, {.step_id = step_.step_id, .collectives = step_.collectives});
   }
   int64_t step_id() const override { return step_.step_id; }
   Rendezvous* rendezvous() const override { return step_.rendezvous; }
+  Collectives* collectives() const override { return step_.collectives; }
   CancellationManager* cancellation() const override { return step_.cancellation; }
   void async_wait_over(const KernelContext& kernel) override {
     if (wait_observer_) wait_observer_->async_wait_over(kernel);

@@ -3,8 +3,8 @@
 #include <iostream>
 #include <set>
 
-#include "comm/local_rendezvous.h"
-#include "comm/step_rendezvous.h"
+#include "runtime/local_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 #include "runtime/cancellation.h"
 #include "runtime/device.h"
 #include "runtime/rendezvous.h"
@@ -159,6 +159,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
 
   remote_ = options.remote;
   step_timeout_ = options.step_timeout;
+  collectives_ = options.collectives;
   const std::string& host = options.host_device;
   // In a cluster the caller's tensors live on the host: feeds start there.
   if (remote_ && !host.empty())
@@ -246,7 +247,8 @@ std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> feeds) const {
 }
 
 std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> feeds) const {
-  if (parts_.size() == 1 && !remote_graph_) return parts_[0].executor->run_checked_feeds(feeds);
+  if (parts_.size() == 1 && !remote_graph_)
+    return parts_[0].executor->run_checked_feeds(feeds, {.collectives = collectives_});
   return run_partitioned(feeds);
 }
 
@@ -268,13 +270,16 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
     ~Cleanup() { r.cleanup_step(step); }
   } cleanup{rendezvous, step};
   if (!remote_graph_) {
-    Executor::run_together(parts, {.step_id = step, .rendezvous = &rendezvous, .parallel = parallel_});
+    Executor::run_together(parts, {.step_id = step,
+                                   .rendezvous = &rendezvous,
+                                   .collectives = collectives_,
+                                   .parallel = parallel_});
   } else {
     // The other tasks run their partitions meanwhile; the first error anywhere cancels `cancel`,
     // which stops this task's part and tells the others to abort.
     CancellationManager cancel;
     // Small feeds bound for other tasks go in their RunStep; this process's Sends of them are
-    // skipped (comm/step_rendezvous.h).
+    // skipped (scheduler/step_rendezvous.h).
     std::vector<StepTensor> step_tensors;
     std::set<std::string, std::less<>> sent_in_message;
     for (const StepMessageEdges::FeedSend& f : feed_sends_) {
@@ -292,6 +297,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
     try {
       local = Executor::start_together(parts, {.step_id = step,
                                                .rendezvous = &step_rendezvous,
+                                               .collectives = collectives_,
                                                .cancellation = &cancel,
                                                .senders_in_process = false,
                                                .parallel = parallel_});

@@ -52,7 +52,7 @@ class RemoteGraph {
   // `cancel` is cancelled here, the tasks are told to abort the step. A `timeout` above zero is
   // the step's deadline: past it, the step is cancelled with DeadlineExceeded naming the tasks
   // still running, and finish_step stops waiting for them.
-  // `tensors` are this step's small sends of this process to the tasks (comm/step_rendezvous.h),
+  // `tensors` are this step's small sends of this process to the tasks (scheduler/step_rendezvous.h),
   // each carried to the task its key's destination device belongs to, in the step's request.
   virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
                           std::vector<StepTensor> tensors) = 0;
@@ -73,8 +73,8 @@ class RemoteTasks {
   // Where this process's Send and Recv meet those of the other tasks.
   virtual Rendezvous& rendezvous() = 0;
   // Ships the partitions of the other tasks to them, once. Their small sends to this process on
-  // `reply_edges` (transfer names, comm/step_rendezvous.h) come back in their step's answer and are delivered to this
-  // process's rendezvous before the step's answer counts (comm/step_rendezvous.h).
+  // `reply_edges` (transfer names, scheduler/step_rendezvous.h) come back in their step's answer and are delivered to this
+  // process's rendezvous before the step's answer counts (scheduler/step_rendezvous.h).
   virtual std::unique_ptr<RemoteGraph> register_partitions(std::vector<Partition> partitions,
                                                            std::vector<std::string> reply_edges) = 0;
   // A step id no other step of the cluster uses.
@@ -101,6 +101,9 @@ struct CompileOptions {
   std::string host_device;
   // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms).
   std::chrono::milliseconds step_timeout{0};
+  // Where the graph's collective nodes take part in their groups (comm/step_collectives.h); null:
+  // a collective node fails with FailedPrecondition when it runs.
+  Collectives* collectives = nullptr;
 };
 
 // A device as placement's cost model sees it: speeds by type and cores.
@@ -146,6 +149,7 @@ class CompiledGraph {
   bool parallel_ = false;
   RemoteTasks* remote_ = nullptr;             // a cluster's, or null
   std::chrono::milliseconds step_timeout_{0};
+  Collectives* collectives_ = nullptr;  // CompileOptions::collectives
   std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
   // Sends of feeds to other tasks, which small feeds skip by riding in the step's RunStep.
   std::vector<StepMessageEdges::FeedSend> feed_sends_;

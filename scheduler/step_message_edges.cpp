@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 
 namespace weft {
 

@@ -1,5 +1,5 @@
 // Which transfers of a cluster graph may ride in a step's control messages instead of the
-// rendezvous (why, and how they travel: comm/step_rendezvous.h). Decided once, on the chief, from
+// rendezvous (why, and how they travel: scheduler/step_rendezvous.h). Decided once, on the chief, from
 // the partitions before they are shipped:
 //   - feed sends: a Send of this process whose input is a feed (a partition's arg) and whose
 //     receiver is on another task. The fed value is known before the step starts, so it can go in
@@ -30,7 +30,7 @@ struct StepMessageEdges {
     std::string transfer;  // transfer_name(key)
   };
   std::vector<FeedSend> feed_sends;
-  std::vector<std::string> reply_edges;  // transfer names (comm/step_rendezvous.h)
+  std::vector<std::string> reply_edges;  // transfer names (scheduler/step_rendezvous.h)
 };
 
 // `is_local(device)`: whether a full device name is one of this process's.

@@ -13,6 +13,7 @@
 #include "api/variable.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
+#include "comm/step_collectives.h"
 #include "runtime/device_name.h"
 #include "runtime/shard_split.h"
 #include "scheduler/graph_compiler.h"
@@ -37,7 +38,7 @@ class DataParallelState {
   bool failed = false;                     // the last step failed: reset collectives, broadcast
 
   CompileOptions compile_options(const std::string& what) const {
-    CompileOptions o{.optimize = options.optimize, .name = what};
+    CompileOptions o{.optimize = options.optimize, .name = what, .collectives = &process_step_collectives()};
     if (remote) {
       o.devices = runtime->placement_devices();
       o.remote = remote.get();

@@ -8,35 +8,18 @@
 // communicator (NCCL's bootstrap root, started by ncclGetUniqueId, admits nranks ranks once), so
 // every group needs an id of its own.
 //
-// Plain C++, built in every configuration: only nccl_compiled_in() and new_nccl_id() depend on
-// whether weft was built with CUDA (and so NCCL).
+// The id's format (encode_nccl_id, decode_nccl_id, nccl_compiled_in) is runtime/collectives.h's,
+// where kernels validate the attribute; making one (new_nccl_id) needs NCCL and lives here.
 #pragma once
 
-#include <array>
-#include <cstdint>
 #include <string>
-#include <string_view>
+
+#include "runtime/collectives.h"
 
 namespace weft {
 
-inline constexpr size_t kNcclIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
-using NcclIdBytes = std::array<uint8_t, kNcclIdBytes>;
-
-// 256 lowercase hex digits.
-std::string encode_nccl_id(const NcclIdBytes& id);
-// The bytes of a hex id; InvalidArgument "[op] ..." naming what is wrong (length, a non-hex digit).
-NcclIdBytes decode_nccl_id(std::string_view hex, std::string_view op);
-
-// Whether this build has NCCL (it does exactly when it has CUDA).
-bool nccl_compiled_in();
 // A fresh id from ncclGetUniqueId, hex-encoded. FailedPrecondition without NCCL; Unavailable
 // when NCCL cannot make one (no network interface it can use, ...).
 std::string new_nccl_id();
 
-}  // namespace weft
-
-namespace weft {
-enum class DType : uint8_t;
-// The dtypes NCCL has a type for (comm/nccl/nccl_dtype.h maps them): every weft dtype but bool.
-bool nccl_dtype_supported(DType dtype);
 }  // namespace weft

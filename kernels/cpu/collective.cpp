@@ -1,10 +1,11 @@
 // The collective ops' kernels (kernels/defs/collective.cpp): asynchronous, they hand their inputs
-// to the process's collective executor (comm/collective_executor.h) and complete through its
-// callback, holding no thread while the other members come. The step id and the step's
-// cancellation come from the executor's run context; eagerly (no context) the step is 0 and
-// nothing cancels.
+// to the collectives of their run context (runtime/collectives.h; comm/ implements them) and
+// complete through its callback, holding no thread while the other members come. The step id and
+// the step's cancellation come from the same run context (eagerly: step 0, nothing cancels).
 #include "kernels/collective_attrs.h"
 #include "kernels/register_all.h"
+#include "runtime/error.h"
+#include "runtime/run_context.h"
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
@@ -13,12 +14,16 @@ namespace {
 
 void run_collective(KernelContext& ctx, AsyncDone done, CollectiveKind kind) {
   const CollectiveParams p = collective_params(kind, ctx.op.display, ctx.attrs, static_cast<int>(ctx.inputs.size()));
+  Collectives* collectives = ctx.run ? ctx.run->collectives() : nullptr;
+  if (!collectives)
+    throw FailedPrecondition("[" + ctx.op.display + "] runs where the run gives no collectives (a step or an eager "
+                             "call of weft's api gives them)");
   const int64_t step = ctx.run ? ctx.run->step_id() : 0;
   CancellationManager* cancellation = ctx.run ? ctx.run->cancellation() : nullptr;
   std::vector<Tensor> inputs(ctx.inputs.begin(), ctx.inputs.end());  // owned: MPI may read them after the step
   std::span<Tensor> outs = ctx.outputs;
   const std::string display = ctx.op.display;
-  process_collectives().run_async(
+  collectives->run_async(
       p, step, std::move(inputs), cancellation,
       [outs, display, done = std::move(done)](std::exception_ptr error, std::vector<Tensor> results) {
         if (!error && results.size() != outs.size())

@@ -13,7 +13,7 @@
 // here, in one place.
 #include <optional>
 
-#include "comm/collective_executor.h"
+#include "runtime/collectives.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"

@@ -1,6 +1,7 @@
 // The collective ops' CUDA kernels (kernels/defs/collective.cpp): asynchronous, they hand GPU
-// tensors to NCCL (comm/nccl/nccl_collectives.h) and complete when the watchdog sees the
-// collective done, holding no thread meanwhile.
+// tensors to their run context's collectives (runtime/collectives.h), which run them through NCCL
+// (comm/nccl/nccl_collectives.h) and complete when the watchdog sees the collective done, holding
+// no thread meanwhile.
 //
 // Only for a node with an nccl_id: the member index is the NCCL rank, and a task may hold several
 // members (one per GPU; their nodes are gathered and issued together, nccl_gathered_launch.h).
@@ -10,12 +11,11 @@
 //
 // Tests: tests/gpu/nccl_test.cpp and the data-parallel tests under mpirun. What of this has run on
 // a GPU: docs/hardware.md.
-#include "comm/nccl/nccl_collectives.h"
-#include "comm/nccl/nccl_id.h"
 #include "kernels/collective_attrs.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/run_context.h"
 
 namespace weft::cuda {
 
@@ -54,15 +54,19 @@ void run_collective(KernelContext& ctx, AsyncDone done, CollectiveKind kind) {
         break;
       }
     }
-    NcclCall call{.p = p,
-                  .step_id = ctx.run ? ctx.run->step_id() : 0,
-                  .cancellation = ctx.run ? ctx.run->cancellation() : nullptr,
-                  .device = cu.device,
-                  .compute = cu.stream,
-                  .inputs = std::move(inputs),
-                  .outputs = outputs};
+    Collectives* collectives = ctx.run ? ctx.run->collectives() : nullptr;
+    if (!collectives)
+      throw FailedPrecondition("[" + p.op + "] runs where the run gives no collectives (a step or an eager call of "
+                               "weft's api gives them)");
+    DeviceCollectiveCall call{.p = p,
+                              .step_id = ctx.run->step_id(),
+                              .cancellation = ctx.run->cancellation(),
+                              .device = cu.device,
+                              .stream = cu.stream,
+                              .inputs = std::move(inputs),
+                              .outputs = outputs};
     std::span<Tensor> outs = ctx.outputs;
-    process_nccl_collectives().run_async(
+    collectives->run_on_device_async(
         std::move(call), [outs, outputs, done](std::exception_ptr error) {
           if (!error)
             for (size_t i = 0; i < outs.size() && i < outputs.size(); ++i) outs[i] = outputs[i];

@@ -21,7 +21,7 @@
 // of a group would deadlock them: each waits for the others), and NOT differentiable (a gradient of a collective is another collective
 // the training code places itself). The kernels set their outputs themselves (kSetsOutputs): an
 // all-reduce of one input needs no copy, an all-gather's dim 0 is known only at run time.
-#include "comm/nccl/nccl_id.h"
+#include "runtime/collectives.h"
 #include "kernels/collective_attrs.h"
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"

@@ -1,4 +1,4 @@
-// Tensors in a step's control messages (cluster/messages.h, comm/step_rendezvous.h): RunStep and
+// Tensors in a step's control messages (cluster/messages.h, scheduler/step_rendezvous.h): RunStep and
 // its Reply carry them intact, and a damaged one is InvalidArgument naming the sender.
 #include <gtest/gtest.h>
 

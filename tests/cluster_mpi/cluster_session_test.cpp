@@ -14,7 +14,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 #include "runtime/shard_split.h"
 
 namespace weft {
@@ -291,7 +291,7 @@ TEST(Cluster, TensorsCrossBetweenTheGpusOfTwoTasks) {
 }
 
 // Small feeds and fetches ride in the step's own messages, big ones take the MPI rendezvous
-// (comm/step_rendezvous.h); a fetched value that the chief sends on stays in the rendezvous. Each
+// (scheduler/step_rendezvous.h); a fetched value that the chief sends on stays in the rendezvous. Each
 // step's values are new, so a tensor left from an earlier step would show.
 TEST(Cluster, SmallAndBigFeedsAndFetchesAgreeWhicheverWayTheyTravel) {
   const int64_t big = static_cast<int64_t>(kMaxStepMessageTensorBytes / sizeof(float)) + 8;

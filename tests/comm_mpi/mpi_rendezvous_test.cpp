@@ -288,7 +288,7 @@ TEST_F(MpiRendezvousTest, AKeySentTwiceToAPeerFailsTheStepThere) {
   EXPECT_NE(message_of(waiting.error).find("sent twice"), std::string::npos) << message_of(waiting.error);
 }
 
-// A peer's tensor that came in a step's control message (comm/step_rendezvous.h) meets its recv
+// A peer's tensor that came in a step's control message (scheduler/step_rendezvous.h) meets its recv
 // as if MPI had brought it; the message is untrusted, so a key that is not from that peer to this
 // rank is refused, and one of a finished step is dropped.
 TEST_F(MpiRendezvousTest, APeersTensorDeliveredAnotherWayMeetsItsRecv) {

@@ -17,6 +17,7 @@
 #include "comm/nccl/nccl_collectives.h"
 #include "comm/nccl/nccl_dtype.h"
 #include "comm/nccl/nccl_id.h"
+#include "comm/step_collectives.h"
 #include "gpu_test_util.h"
 #include "runtime/cancellation.h"
 #include "runtime/cuda/cuda_context.h"
@@ -51,7 +52,7 @@ TEST(NcclRegistration, DtypeMapping) {
   EXPECT_TRUE(nccl_compiled_in());
 }
 
-// A step: its id and its cancellation.
+// A step: its id, its cancellation, and the process's collectives (as a step's executor gives).
 class StepContext final : public RunContext {
  public:
   explicit StepContext(int64_t step) : step_(step) {}
@@ -61,6 +62,7 @@ class StepContext final : public RunContext {
   }
   int64_t step_id() const override { return step_; }
   CancellationManager* cancellation() const override { return &cm_; }
+  Collectives* collectives() const override { return &process_step_collectives(); }
   CancellationManager& cm() { return cm_; }
 
  private:
@@ -105,7 +107,9 @@ std::shared_ptr<Pending> start(Device& gpu, const char* op_name, const std::vect
   p->attrs = std::move(attrs);
   AsyncKernelFn fn = op->async_kernel(DeviceType::CUDA, dtype);
   if (!fn) throw InvalidArgument(std::string("no CUDA kernel for ") + op_name);
-  KernelContext ctx{.op = *op, .inputs = p->inputs, .outputs = p->outputs, .attrs = p->attrs, .device = gpu, .run = run};
+  static StepContext step_zero(0);  // no run given: step 0, as an eager call is
+  KernelContext ctx{.op = *op, .inputs = p->inputs, .outputs = p->outputs, .attrs = p->attrs, .device = gpu,
+                    .run = run ? run : &step_zero};
   fn(ctx, [p](std::exception_ptr e) { p->done.set_value(e); });
   return p;
 }

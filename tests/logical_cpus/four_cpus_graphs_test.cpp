@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "api/weft/weft.h"
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "scheduler/graph_compiler.h"
 #include "scheduler/random_dag_util.h"
 

@@ -11,7 +11,7 @@
 #include "api/ops/array.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "graph_test_util.h"
 #include "kernels/register_all.h"
 #include "runtime/cancellation.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "api/ops/creation.h"
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 #include "graph_test_util.h"
 
 namespace weft {

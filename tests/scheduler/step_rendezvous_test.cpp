@@ -1,13 +1,13 @@
-// StepRendezvous (comm/step_rendezvous.h): a step's sends of named transfers are skipped or kept
+// StepRendezvous (scheduler/step_rendezvous.h): a step's sends of named transfers are skipped or kept
 // for the step's answer; everything else reaches the rendezvous beneath.
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <vector>
 
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "runtime/error.h"
 
 namespace weft {

@@ -1,4 +1,4 @@
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 
 #include <utility>
 #include <vector>

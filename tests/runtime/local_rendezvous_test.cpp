@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/local_rendezvous.h"
+#include "runtime/local_rendezvous.h"
 #include "runtime/error.h"
 
 namespace weft {

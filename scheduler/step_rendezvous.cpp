@@ -1,4 +1,4 @@
-#include "comm/step_rendezvous.h"
+#include "scheduler/step_rendezvous.h"
 
 #include "runtime/device_transfer.h"
 
