@@ -1,16 +1,12 @@
-#include "comm/mpi_progress_engine.h"
+#include "comm/mpi_progress_engine_impl.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
-#include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <mutex>
 #include <thread>
 #include <utility>
 
-#include "comm/mpi_message_frame.h"
 #include "comm/progress_pacer.h"
 #include "runtime/error.h"
 
@@ -23,20 +19,10 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<size_t>(len));
 }
 
-namespace {
+namespace mpi_engine {
 
-using Clock = std::chrono::steady_clock;
-
-// Set while a thread runs a round: cancel_client from a completion would wait for itself.
 thread_local bool t_driving = false;
 
-// What MPI may still touch after its requests were given up: kept until the process ends
-// (reachable, not leaked).
-struct Graveyard {
-  std::mutex mu;
-  std::vector<std::shared_ptr<const void>> things;
-  std::vector<MPI_Request> requests;
-};
 Graveyard& graveyard() {
   static auto* g = new Graveyard();
   return *g;
@@ -49,130 +35,11 @@ bool mpi_usable() {
   return initialized && !finalized;
 }
 
-}  // namespace
+}  // namespace mpi_engine
 
-class MpiProgressEngine::Impl {
- public:
-  Impl();
-  ~Impl() { shut_down(); }
-
-  ClientId add_client(std::string name, std::chrono::microseconds yield_after_traffic);
-  void track(ClientId client, MPI_Request request, MpiOperation op, Done done, std::shared_ptr<const void> keep);
-  void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
-  void cancel_client(ClientId client, std::chrono::milliseconds send_grace);
-  bool flush_sends(ClientId client, std::chrono::milliseconds timeout);
-  void expect_traffic();
-  void wake();
-  bool drive_until(const std::function<bool()>& done, Clock::time_point deadline);
-  std::vector<MpiPending> pending() const;
-  void shut_down();
-
- private:
-  struct Client {
-    std::string name;
-    std::chrono::microseconds yield_after_traffic;
-  };
-  struct Entry {
-    ClientId client = 0;
-    MpiOperation op;
-    Done done;
-    std::shared_ptr<const void> keep;
-    Clock::time_point since;
-    std::chrono::microseconds yield_after_traffic{0};  // its client's
-  };
-  // A message a listener has begun to receive; handed over in the order the frames came.
-  struct Incoming {
-    MpiMessage message;
-    bool complete = false;
-  };
-  struct Listener {
-    ClientId client = 0;
-    MPI_Comm comm = MPI_COMM_NULL;
-    int tag = 0, source = MPI_ANY_SOURCE;
-    size_t max_bytes = 0;
-    OnMessage on_message;
-    std::vector<uint64_t> frame;  // the standing receive's buffer
-    std::deque<std::shared_ptr<Incoming>> incoming;
-    bool dropped = false;  // its client was cancelled: its receive is not posted again
-  };
-  struct Completed {
-    Done done;
-    MPI_Status status;
-    int error;
-    std::chrono::microseconds yield_after_traffic;
-  };
-  // What the driver does after a round.
-  struct Pace {
-    bool busy = false;
-    bool yield = false;
-    std::chrono::microseconds nap{20};
-  };
-
-  // Whether a request is waited for and cannot complete without this side's progress: receives
-  // of an expected transfer, collectives, and sends above MPI's usual eager limit (their handshake
-  // needs both sides). Not a standing receive (it waits for whatever comes; the engine's thread
-  // takes it over within kLenderLapse) nor a small send (MPI delivers it without this side).
-  static bool needs_driver(const MpiOperation& op) {
-    return !op.standing && (!op.is_send || op.bytes > kEagerBytes);
-  }
-  static constexpr uint64_t kEagerBytes = 4096;
-
-  void run();
-  // One round by the thread holding drive_mu_: new requests adopted, listeners probed, requests
-  // tested, completions run; then how to pace.
-  Pace round();
-  void adopt();                                      // drive_mu_ held
-  // Posts the listener's standing receive of a frame (any thread).
-  void post_frame(const std::shared_ptr<Listener>& l);
-  // A frame came (driving thread): the message is complete, or its continuation is posted.
-  void on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error);
-  bool test(std::vector<Completed>& completed);  // drive_mu_ held
-  void deliver_in_order(Listener& listener);         // drive_mu_ held
-  // Removes the client's entries, cancelling what MPI can (drive_mu_ held).
-  void give_up(ClientId client, std::chrono::milliseconds send_grace);
-
-  mutable std::mutex mu_;  // guards up to drive_mu_
-  // Drivers nap on nap_cv_, woken by new work; the engine's thread, standing back for a lender,
-  // waits on standby_cv_, woken only to stop. A wake-up of a thread that has nothing to do costs a
-  // context switch on a core the step needs (one per send, when they shared one).
-  std::condition_variable nap_cv_;
-  std::condition_variable standby_cv_;
-  int nappers_ = 0;
-  uint64_t wakes_ = 0;  // wake() calls: a napping driver whose count changed looks again
-  bool standing_by_ = false;  // the engine's thread waits for a lender (on standby_cv_)
-  // After the last round, requests in flight needed a driver (needs_driver).
-  std::atomic<bool> needs_driver_{false};
-  std::vector<Client> clients_;
-  std::vector<std::pair<MPI_Request, Entry>> inbox_;  // tracked, not adopted yet
-  std::vector<std::shared_ptr<Listener>> listeners_;
-  // The driver's hot loop reads these without the lock; they change under it (for the waits).
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> inbox_ready_{false};  // inbox_ is not empty
-  bool shut_ = false;
-  std::atomic<bool> expecting_{false};
-  std::atomic<int> lenders_{0};  // threads in drive_until: the engine's thread stands back
-  // When the last round ended, by whichever driver (steady_clock ticks).
-  std::atomic<Clock::rep> last_round_{Clock::now().time_since_epoch().count()};
-  Clock::time_point last_round() const { return Clock::time_point(Clock::duration(last_round_.load())); }
-  // How long a lender may go without a round before the engine's thread drives again: longer than
-  // the longest nap, so a lender that naps is not doubled.
-  static constexpr auto kLenderLapse = std::chrono::milliseconds(2);
-  // Yields in a row a lender makes, idle, before it naps: a few hundred microseconds.
-  static constexpr int kLenderYields = 2000;
-
-  std::mutex drive_mu_;  // held by the driver for a whole round
-  ProgressPacer pacer_;  // the driver's
-  std::vector<Completed> completed_;  // the driver's
-  std::vector<std::pair<MPI_Request, Entry>> adopting_;  // the driver's: the inbox being adopted
-
-  mutable std::mutex table_mu_;  // guards the table: the driver changes it, pending() reads it
-  std::vector<MPI_Request> requests_;
-  std::vector<Entry> entries_;  // parallel to requests_
-  std::vector<int> indices_;
-  std::vector<MPI_Status> statuses_;
-
-  std::thread thread_;
-};
+using mpi_engine::graveyard;
+using mpi_engine::mpi_usable;
+using mpi_engine::t_driving;
 
 MpiProgressEngine::Impl::Impl() {
   if (!mpi_usable()) throw FailedPrecondition("[mpi] the progress engine needs MPI initialised (and not finalised)");
@@ -216,108 +83,6 @@ void MpiProgressEngine::Impl::track(ClientId client, MPI_Request request, MpiOpe
   std::lock_guard g(graveyard().mu);
   if (keep) graveyard().things.push_back(std::move(keep));
   graveyard().requests.push_back(request);
-}
-
-void MpiProgressEngine::Impl::listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
-                                     OnMessage on_message) {
-  // A damaged or oversized message must come back as an error code, not end the process.
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  auto l = std::make_shared<Listener>();
-  l->client = client;
-  l->comm = comm;
-  l->tag = tag;
-  l->source = source;
-  l->max_bytes = max_bytes;
-  l->on_message = std::move(on_message);
-  l->frame.resize(mpi_frame::kFrameBytes / sizeof(uint64_t));
-  {
-    std::lock_guard lock(mu_);
-    listeners_.push_back(l);
-  }
-  post_frame(l);
-}
-
-void MpiProgressEngine::Impl::post_frame(const std::shared_ptr<Listener>& l) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = MPI_Irecv(l->frame.data(), static_cast<int>(mpi_frame::kFrameBytes), MPI_BYTE, l->source, l->tag,
-                           l->comm, &r);
-  if (rc != MPI_SUCCESS) {
-    MpiMessage m;
-    m.tag = l->tag;
-    m.error = "cannot post the receive of messages: " + mpi_error_string(rc);
-    l->on_message(std::move(m));
-    return;
-  }
-  track(l->client, r, {.kind = "message recv", .peer = l->source, .tag = l->tag, .standing = true},
-        [this, l](const MPI_Status& status, int error) { on_frame(l, status, error); }, l);
-}
-
-void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error) {
-  auto in = std::make_shared<Incoming>();
-  in->message.source = status.MPI_SOURCE;
-  in->message.tag = l->tag;
-  l->incoming.push_back(in);
-  auto fail = [&](std::string why) {
-    in->message.error = std::move(why);
-    in->complete = true;
-  };
-  int received = 0;
-  if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &received);
-  const mpi_frame::FrameInfo f =
-      error != MPI_SUCCESS ? mpi_frame::FrameInfo{.error = "a frame that could not be received: " + mpi_error_string(error)}
-                           : mpi_frame::read_frame(static_cast<size_t>(std::max(received, 0)), l->frame[0], l->max_bytes);
-  const int continuation_tag = l->tag + mpi_frame::kContinuationTagOffset;
-  if (!f.error.empty()) {
-    fail(f.error);
-    // A refused message's continuation is taken into nothing (MPI reports the truncation), so
-    // it does not wait in MPI's queue forever.
-    if (f.continued && error == MPI_SUCCESS) {
-      MPI_Request r = MPI_REQUEST_NULL;
-      if (MPI_Irecv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, continuation_tag, l->comm, &r) == MPI_SUCCESS)
-        track(l->client, r, {.kind = "refused message recv", .peer = status.MPI_SOURCE, .tag = continuation_tag},
-              [](const MPI_Status&, int) {}, nullptr);
-    }
-  } else {
-    in->message.bytes = static_cast<size_t>(f.length);
-    in->message.words.resize((in->message.bytes + 7) / 8);
-    char* into = reinterpret_cast<char*>(in->message.words.data());
-    if (f.inline_bytes) std::memcpy(into, l->frame.data() + 1, f.inline_bytes);
-    if (!f.continued) {
-      in->complete = true;
-    } else {
-      const auto rest = static_cast<int>(f.length - f.inline_bytes);
-      MPI_Request r = MPI_REQUEST_NULL;
-      const int rc = MPI_Irecv(into + f.inline_bytes, rest, MPI_BYTE, status.MPI_SOURCE, continuation_tag, l->comm, &r);
-      if (rc != MPI_SUCCESS) {
-        fail("its continuation could not be received: " + mpi_error_string(rc));
-      } else {
-        track(l->client, r,
-              {.kind = "message continuation recv", .peer = status.MPI_SOURCE, .tag = continuation_tag,
-               .bytes = static_cast<uint64_t>(rest)},
-              [this, l, in, rest](const MPI_Status& st, int e) {
-                int got = 0;
-                if (e == MPI_SUCCESS) MPI_Get_count(&st, MPI_BYTE, &got);
-                if (e != MPI_SUCCESS || got != rest) {
-                  in->message.error = e != MPI_SUCCESS ? "its continuation was not received: " + mpi_error_string(e)
-                                                       : "a continuation of " + std::to_string(got) +
-                                                             " bytes, where its frame announced " +
-                                                             std::to_string(rest);
-                  in->message.words.clear();
-                  in->message.bytes = 0;
-                }
-                in->complete = true;
-                deliver_in_order(*l);
-              },
-              in);
-      }
-    }
-  }
-  if (!in->message.error.empty()) {
-    in->message.words.clear();
-    in->message.bytes = 0;
-  }
-  deliver_in_order(*l);
-  if (!l->dropped) post_frame(l);
 }
 
 void MpiProgressEngine::Impl::wake() {
@@ -483,14 +248,6 @@ void MpiProgressEngine::Impl::adopt() {
     entries_.push_back(std::move(e));
   }
   adopting_.clear();
-}
-
-void MpiProgressEngine::Impl::deliver_in_order(Listener& l) {
-  while (!l.incoming.empty() && l.incoming.front()->complete) {
-    std::shared_ptr<Incoming> in = std::move(l.incoming.front());
-    l.incoming.pop_front();
-    l.on_message(std::move(in->message));
-  }
 }
 
 bool MpiProgressEngine::Impl::test(std::vector<Completed>& completed) {
@@ -712,23 +469,6 @@ int MpiProgressEngine::irecv(ClientId client, void* buffer, int bytes, int peer,
   const int rc = MPI_Irecv(buffer, bytes, MPI_BYTE, peer, tag, comm, &r);
   if (rc == MPI_SUCCESS) impl_->track(client, r, std::move(op), std::move(done), std::move(keep));
   return rc;
-}
-int MpiProgressEngine::send_message(ClientId client, MPI_Comm comm, int peer, int tag, const void* data, size_t bytes,
-                                    std::shared_ptr<const void> keep, std::string what) {
-  const size_t inline_bytes = std::min(bytes, mpi_frame::kInlineBytes);
-  auto frame = std::make_shared<std::vector<uint64_t>>((mpi_frame::kLengthBytes + inline_bytes + 7) / 8);
-  (*frame)[0] = bytes;
-  if (inline_bytes) std::memcpy(frame->data() + 1, data, inline_bytes);
-  const int rc = isend(client, frame->data(), static_cast<int>(mpi_frame::kLengthBytes + inline_bytes), peer, tag, comm,
-                       {.kind = "message send", .peer = peer, .tag = tag, .bytes = bytes, .what = what},
-                       [](const MPI_Status&, int) {}, frame);
-  if (rc != MPI_SUCCESS || bytes == inline_bytes) return rc;
-  const int continuation_tag = tag + mpi_frame::kContinuationTagOffset;
-  return isend(client, static_cast<const char*>(data) + inline_bytes, static_cast<int>(bytes - inline_bytes), peer,
-               continuation_tag, comm,
-               {.kind = "message continuation send", .peer = peer, .tag = continuation_tag,
-                .bytes = bytes - inline_bytes, .what = std::move(what)},
-               [](const MPI_Status&, int) {}, std::move(keep));
 }
 void MpiProgressEngine::listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
                                OnMessage on_message) {
