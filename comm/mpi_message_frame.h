@@ -5,6 +5,16 @@
 // as fits; what does not fit follows as one message on the continuation tag, received straight
 // into the message's buffer once the frame has said how long it is (and the listener has
 // checked that length against its limit, before allocating anything).
+//
+// A known hole: Open MPI 4.1 does not honour truncation on its single-copy (CMA) path. A message
+// longer than the receive posted for it, above the eager limit (4 KiB), is written past the end of
+// the receive's buffer (AddressSanitizer saw it: process_vm_readv into an 8 KiB frame). So a peer
+// that sends a frame longer than kFrameBytes, or a rendezvous payload longer than its header
+// announced, can overwrite memory here; a well-formed sender never does. Receiving untrusted
+// lengths safely needs a probe before the receive (issue 38's bounded inputs). A refused message's
+// continuation is taken into a null buffer of no bytes: there Open MPI's single-copy read fails
+// ("Read -1, expected N, errno = 14" on stderr) and the receive completes as an error, writing
+// nothing.
 #pragma once
 
 #include <cstddef>
