@@ -175,8 +175,7 @@ void TaskServer::stand_by() {
       queue_.pop_front();
       standby_busy_ = true;
       lock.unlock();
-      if (request.kind == ControlRequest::Kind::kRunStep) start_step(request, /*on_serve_thread=*/false);
-      else handle(request);
+      handle(request);  // a RunStep goes to a step thread: this one keeps serving
       lock.lock();
       standby_busy_ = false;
       queue_cv_.notify_all();
