@@ -6,6 +6,7 @@
 #include "cluster/duration_setting.h"
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
+#include "cluster/step_tree.h"
 #include "comm/collective_executor.h"
 #include "comm/nccl/nccl_p2p.h"
 #include "runtime/cancellation.h"
@@ -32,6 +33,7 @@ ClusterRuntime::ClusterRuntime(ClusterSpec spec, int rank, MPI_Comm control, MPI
   rendezvous_ = std::make_unique<MpiRendezvous>(data_, [this](std::string_view device) { return rank_of_device(device); },
                                                 std::move(rendezvous_options));
   liveness_timeout = liveness_timeout_from(std::getenv("WEFT_LIVENESS_TIMEOUT_MS"));
+  step_fan_out = step_fan_out_from(std::getenv("WEFT_STEP_FANOUT"));
   if (rank_ == spec_.chief_rank()) {
     last_heard_.assign(static_cast<size_t>(spec_.num_tasks()), std::chrono::steady_clock::now());
     channel_.listen(kReplyTag, MPI_ANY_SOURCE, [this](ControlChannel::Message m) { on_reply_message(std::move(m)); });
@@ -144,26 +146,40 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
   ControlReply reply = decode_reply(message.words(), task_name(source));
   const int kind = static_cast<int>(reply.kind);
-  const uint64_t id = reply.kind == proto::Reply::Kind::RUN_STEP ? static_cast<uint64_t>(reply.step_id) : reply.handle;
-  std::exception_ptr error = reply.error;
-  // A step's small sends to this process came with its answer: delivered before the answer counts,
-  // so the step's Recvs have them when the step is seen as done (scheduler/step_rendezvous.h).
-  if (!error && reply.kind == proto::Reply::Kind::RUN_STEP) {
-    try {
-      for (StepTensor& t : reply.tensors) rendezvous_->deliver_from_peer(source, t.key, std::move(t.value), t.is_dead);
-    } catch (...) {
-      error = error_at_task(std::current_exception(), task_name(source));
-    }
+  if (reply.kind != proto::Reply::Kind::RUN_STEP) {
+    on_answer(kind, reply.handle, source, reply.error, &reply, received_us);
+    return;
   }
+  // A step's answer carries those of the sender's subtree in the step's tree (cluster/step_tree.h).
+  const auto id = static_cast<uint64_t>(reply.step_id);
+  for (StepAnswer& a : step_answers(source, std::move(reply))) {
+    if (a.rank <= 0 || a.rank >= spec_.num_tasks())
+      throw InvalidArgument("[cluster] " + task_name(source) + " answered for rank " + std::to_string(a.rank) +
+                            ", which is not a task");
+    // The step's small sends to this process came with its answer: delivered before the answer
+    // counts, so the step's Recvs have them when the step is seen as done (scheduler/step_rendezvous.h).
+    if (!a.error) {
+      try {
+        for (StepTensor& t : a.tensors) rendezvous_->deliver_from_peer(a.rank, t.key, std::move(t.value), t.is_dead);
+      } catch (...) {
+        a.error = error_at_task(std::current_exception(), task_name(a.rank));
+      }
+    }
+    on_answer(kind, id, a.rank, a.error, nullptr, received_us);
+  }
+}
+
+void ClusterRuntime::on_answer(int kind, uint64_t id, int rank, const std::exception_ptr& error, ControlReply* reply,
+                               int64_t received_us) {
   std::vector<PendingCancel> cancels;
   {
     std::lock_guard lock(mu_);
-    last_heard_[static_cast<size_t>(source)] = std::chrono::steady_clock::now();
+    last_heard_[static_cast<size_t>(rank)] = std::chrono::steady_clock::now();
     auto it = waiters_.find({kind, id});
     if (it == waiters_.end()) return;  // a ping, or an answer nobody waits for any more
     Waiter& w = *it->second;
-    if (!w.pending.erase(source)) return;  // a second answer from the same task: ignored
-    if (w.on_answer && !error) w.on_answer(source, reply, received_us);
+    if (!w.pending.erase(rank)) return;  // a second answer from the same task: ignored
+    if (w.on_answer && reply && !error) w.on_answer(rank, *reply, received_us);
     if (error && !w.error) {
       w.error = error;
       if (w.cancel) {
@@ -270,7 +286,8 @@ void ClusterRuntime::shut_down_tasks() {
 // The partitions of one graph on the other tasks: one handle per task.
 class ClusterRuntime::Graph final : public RemoteGraph {
  public:
-  Graph(ClusterRuntime& rt, std::vector<std::pair<int, uint64_t>> handles) : rt_(rt), handles_(std::move(handles)) {}
+  Graph(ClusterRuntime& rt, std::vector<std::pair<int, uint64_t>> handles)
+      : rt_(rt), handles_(std::move(handles)), tree_(ranks_of(handles_), rt.step_fan_out) {}
   ~Graph() override {
     for (const auto& [rank, handle] : handles_)
       rt_.send_request(rank, [handle](capnp::MessageBuilder& b) {
@@ -310,15 +327,16 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     }
     std::map<int, std::vector<StepTensor>> tensors_of;
     for (StepTensor& t : tensors) tensors_of[rt_.rank_of_device(t.key.dst_device)].push_back(std::move(t));
-    for (const auto& [rank, handle] : handles_)
-      rt_.send_request(rank, [&, handle = handle, rank = rank](capnp::MessageBuilder& b) {
-        auto run = b.initRoot<proto::Request>().initRunStep();
-        run.setHandle(handle);
-        run.setStepId(step_id);
-        if (auto it = tensors_of.find(rank); it != tensors_of.end())
-          write_step_tensors(it->second, run.initTensors(static_cast<unsigned>(it->second.size())));
+    // Down the step's tree: the chief sends to a few tasks, which forward it (cluster/step_tree.h).
+    const uint64_t handle = handles_.empty() ? 0 : handles_.front().second;
+    for (const ForwardedStep& child : tree_.forwarded(tensors_of)) {
+      rt_.send_request(child.rank, [&](capnp::MessageBuilder& b) {
+        write_run_step(handle, step_id, child, b.initRoot<proto::Request>().initRunStep());
       });
-    // Whoever fails first (this task, another, the liveness check) makes every task stop.
+      rt_.step_messages_sent.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Whoever fails first (this task, another, the liveness check) makes every task stop: the
+    // abort goes to every task at once, not down the tree.
     const CancellationToken token = cancel.register_callback([this, step_id](const std::exception_ptr& e) {
       for (const auto& [rank, handle] : handles_)
         rt_.send_request(rank, [step_id, &e](capnp::MessageBuilder& b) {
@@ -348,8 +366,15 @@ class ClusterRuntime::Graph final : public RemoteGraph {
   }
 
  private:
+  static std::vector<int> ranks_of(const std::vector<std::pair<int, uint64_t>>& handles) {
+    std::vector<int> ranks;
+    for (const auto& [rank, handle] : handles) ranks.push_back(rank);
+    return ranks;
+  }
+
   ClusterRuntime& rt_;
-  std::vector<std::pair<int, uint64_t>> handles_;  // (rank, handle)
+  std::vector<std::pair<int, uint64_t>> handles_;  // (rank, handle): one handle, the same on every task
+  StepTree tree_;
   std::mutex mu_;
   std::map<int64_t, std::unique_ptr<Waiter>> steps_;
   std::map<int64_t, std::pair<CancellationManager*, CancellationToken>> tokens_;

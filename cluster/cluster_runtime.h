@@ -9,11 +9,10 @@
 // (comm/mpi_progress_engine.h): replies are handed to their waiters on the engine's driving
 // thread, and a thread waiting for a step's answers drives the engine itself meanwhile.
 //
-// At 1000 tasks: a step is one small message to each task holding a partition and one answer
-// back; registration ships each task only its own partitions. The chief's fan-out is linear in
-// the tasks a graph touches, which is what a graph placed over them needs anyway; a graph that
-// touches few tasks costs few messages. (A tree of forwarders would cut the chief's share when
-// every step touches every task; data-parallel steps use collectives instead.)
+// At 1000 tasks (docs/scale.md): a step travels down a tree over the tasks its graph touches and
+// its answers come back up it (cluster/step_tree.h), so the chief sends and receives a bounded
+// number of step messages whatever the task count; registration ships each task only its own
+// partitions, once.
 #pragma once
 
 #include <atomic>
@@ -146,6 +145,11 @@ class ClusterRuntime {
   }
 
   std::chrono::milliseconds liveness_timeout{10000};
+  // The step tree's fan-out (cluster/step_tree.h), from WEFT_STEP_FANOUT.
+  int step_fan_out = 8;
+  // Chief: the RunStep messages it has sent itself (the tree's first level), for tests and
+  // docs/scale.md's measurements.
+  std::atomic<uint64_t> step_messages_sent{0};
 
  private:
   // The chief's liveness thread: pings every task each kPingInterval, declares silent ones lost,
@@ -154,6 +158,8 @@ class ClusterRuntime {
   // A reply, on the engine's driving thread: handed to whoever waits for it.
   void on_reply_message(ControlChannel::Message message);
   void on_reply(int source, const ControlChannel::Message& message, int64_t received_us);
+  // One task's answer (`reply` only for answers that carry more than an error).
+  void on_answer(int kind, uint64_t id, int rank, const std::exception_ptr& error, ControlReply* reply, int64_t received_us);
   void declare_lost(int rank);
   void check_deadlines(std::chrono::steady_clock::time_point now);
 

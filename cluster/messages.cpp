@@ -2,6 +2,7 @@
 
 #include <capnp/serialize.h>
 
+#include "cluster/step_tree.h"
 #include "runtime/error.h"
 #include "runtime/timeline_format.h"
 
@@ -12,17 +13,20 @@ namespace {
 // Bounds one message's traversal by its own size, like graph files: a message cannot make its
 // reader walk more than a few times its bytes, nor nest deeper than the protocol does.
 capnp::ReaderOptions bounded(std::span<const capnp::word> words) {
-  return {.traversalLimitInWords = 4 * words.size() + 1024, .nestingLimit = 16};
+  return {.traversalLimitInWords = 4 * words.size() + 1024, .nestingLimit = 16 + 2 * kMaxStepTreeDepth};
 }
 
 constexpr size_t kMaxPartitions = 1 << 16;
 constexpr size_t kMaxStepTensors = 1 << 16;
 constexpr size_t kMaxReplyEdges = 1 << 20;
 constexpr unsigned kMaxRank = 64;
+constexpr int kMaxTaskRank = 1 << 24;
 
 [[noreturn]] void damaged(const std::string& sender, const std::string& why) {
   throw InvalidArgument("[cluster] damaged control message from " + sender + ": " + why);
 }
+
+ControlReply read_reply(proto::Reply::Reader r, const std::string& task);
 
 }  // namespace
 
@@ -69,13 +73,22 @@ void error_to_proto(const std::exception_ptr& error, proto::ErrorInfo::Builder o
   }
 }
 
-std::exception_ptr error_from_proto(proto::ErrorInfo::Reader in, const std::string& task) {
+namespace {
+
+// The error as its own class; `task`, when not empty, is named unless the message names it.
+std::exception_ptr error_from_proto_naming(proto::ErrorInfo::Reader in, const std::string& task) {
   std::string message = in.hasMessage() ? std::string(in.getMessage().cStr()) : std::string("(no message)");
   if (message.size() > 65536) message = message.substr(0, 65536) + "...";
-  if (message.find(task) == std::string::npos) message = "[task " + task + "] " + message;
+  if (!task.empty() && message.find(task) == std::string::npos) message = "[task " + task + "] " + message;
   if (!known_code(in.getCode()))
     return make_error(ErrorCode::kInternal, message + " (unknown error code " + std::to_string(in.getCode()) + ")");
   return make_error(static_cast<ErrorCode>(in.getCode()), message);
+}
+
+}  // namespace
+
+std::exception_ptr error_from_proto(proto::ErrorInfo::Reader in, const std::string& task) {
+  return error_from_proto_naming(in, task);
 }
 
 std::exception_ptr error_at_task(const std::exception_ptr& error, const std::string& task) {
@@ -153,7 +166,86 @@ void read_step_tensors(capnp::List<proto::StepTensor>::Reader list, int64_t step
   }
 }
 
+void write_forwarded_steps(std::span<const ForwardedStep> steps, capnp::List<proto::ForwardedStep>::Builder out) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    proto::ForwardedStep::Builder b = out[static_cast<unsigned>(i)];
+    b.setRank(steps[i].rank);
+    if (!steps[i].tensors.empty())
+      write_step_tensors(steps[i].tensors, b.initTensors(static_cast<unsigned>(steps[i].tensors.size())));
+    if (!steps[i].subtree.empty())
+      write_forwarded_steps(steps[i].subtree, b.initSubtree(static_cast<unsigned>(steps[i].subtree.size())));
+  }
+}
+
+void read_forwarded_steps(capnp::List<proto::ForwardedStep>::Reader list, int64_t step_id, const std::string& sender,
+                          int depth, std::vector<ForwardedStep>& out) {
+  if (depth > kMaxStepTreeDepth) damaged(sender, "a step's tree deeper than " + std::to_string(kMaxStepTreeDepth));
+  for (proto::ForwardedStep::Reader in : list) {
+    ForwardedStep& f = out.emplace_back();
+    f.rank = in.getRank();
+    if (f.rank < 0 || f.rank >= kMaxTaskRank) damaged(sender, "a step forwarded to rank " + std::to_string(f.rank));
+    read_step_tensors(in.getTensors(), step_id, sender, f.tensors);
+    read_forwarded_steps(in.getSubtree(), step_id, sender, depth + 1, f.subtree);
+  }
+}
+
+void write_error_if_any(const std::exception_ptr& error, proto::Reply::Builder out) {
+  if (!error) return;
+  out.setHasError(true);
+  error_to_proto(error, out.initError());
+}
+
+void read_gathered(capnp::List<proto::GatheredAnswer>::Reader list, int64_t step_id, const std::string& sender,
+                   std::vector<StepAnswer>& out) {
+  if (list.size() > static_cast<unsigned>(kMaxTaskRank)) damaged(sender, std::to_string(list.size()) + " gathered answers");
+  for (proto::GatheredAnswer::Reader in : list) {
+    StepAnswer& a = out.emplace_back();
+    a.rank = in.getRank();
+    if (a.rank < 0 || a.rank >= kMaxTaskRank) damaged(sender, "an answer of rank " + std::to_string(a.rank));
+    // The error was named by the task it happened on (error_at_task) before it came up the tree.
+    if (in.getHasError()) a.error = error_from_proto_naming(in.getError(), "");
+    read_step_tensors(in.getTensors(), step_id, sender, a.tensors);
+  }
+}
+
 }  // namespace
+
+void write_run_step(uint64_t handle, int64_t step_id, const ForwardedStep& to, proto::RunStep::Builder out) {
+  out.setHandle(handle);
+  out.setStepId(step_id);
+  if (!to.tensors.empty()) write_step_tensors(to.tensors, out.initTensors(static_cast<unsigned>(to.tensors.size())));
+  if (!to.subtree.empty()) write_forwarded_steps(to.subtree, out.initSubtree(static_cast<unsigned>(to.subtree.size())));
+}
+
+void write_step_answer(int64_t step_id, const StepAnswer& own, std::span<const StepAnswer> gathered,
+                       proto::Reply::Builder out) {
+  out.setKind(proto::Reply::Kind::RUN_STEP);
+  out.setStepId(step_id);
+  write_error_if_any(own.error, out);
+  if (!own.error && !own.tensors.empty())
+    write_step_tensors(own.tensors, out.initTensors(static_cast<unsigned>(own.tensors.size())));
+  if (gathered.empty()) return;
+  auto list = out.initGathered(static_cast<unsigned>(gathered.size()));
+  for (size_t i = 0; i < gathered.size(); ++i) {
+    proto::GatheredAnswer::Builder b = list[static_cast<unsigned>(i)];
+    const StepAnswer& a = gathered[i];
+    b.setRank(a.rank);
+    if (a.error) {
+      b.setHasError(true);
+      error_to_proto(a.error, b.initError());
+    } else if (!a.tensors.empty()) {
+      write_step_tensors(a.tensors, b.initTensors(static_cast<unsigned>(a.tensors.size())));
+    }
+  }
+}
+
+std::vector<StepAnswer> step_answers(int source, ControlReply&& reply) {
+  std::vector<StepAnswer> out;
+  out.reserve(1 + reply.gathered.size());
+  out.push_back({source, std::move(reply.error), std::move(reply.tensors)});
+  for (StepAnswer& a : reply.gathered) out.push_back(std::move(a));
+  return out;
+}
 
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender) {
   if (words.empty()) damaged(sender, "empty");
@@ -182,6 +274,7 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         out.step_id = r.getRunStep().getStepId();
         if (out.step_id < 0) damaged(sender, "negative step id " + std::to_string(out.step_id));
         read_step_tensors(r.getRunStep().getTensors(), out.step_id, sender, out.tensors);
+        read_forwarded_steps(r.getRunStep().getSubtree(), out.step_id, sender, 1, out.subtree);
         return out;
       case proto::Request::ABORT_STEP:
         out.kind = ControlRequest::Kind::kAbortStep;
@@ -214,6 +307,12 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         out.chief_time_us = t.getChiefTime();
         return out;
       }
+      case proto::Request::STEP_DONE:
+        out.kind = ControlRequest::Kind::kStepDone;
+        out.step_done = read_reply(r.getStepDone(), sender);
+        if (out.step_done.kind != proto::Reply::Kind::RUN_STEP) damaged(sender, "a step's answer of another kind");
+        out.step_id = out.step_done.step_id;
+        return out;
     }
     damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
   } catch (const kj::Exception& e) {
@@ -221,33 +320,43 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
   }
 }
 
+namespace {
+
+ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
+  ControlReply out;
+  out.kind = r.getKind();
+  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE))
+    damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
+  out.step_id = r.getStepId();
+  out.handle = r.getHandle();
+  if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+  if (out.kind == proto::Reply::Kind::RUN_STEP) {
+    read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
+    read_gathered(r.getGathered(), out.step_id, task, out.gathered);
+  }
+  if (out.kind == proto::Reply::Kind::TIMELINE) {
+    out.task_time_us = r.getTaskTime();
+    if (r.hasTimeline()) {
+      const capnp::Data::Reader d = r.getTimeline();
+      // Damaged events are a damaged message: InvalidArgument naming the task, like the rest.
+      try {
+        out.timeline = timeline::decode_events(
+            std::string_view(reinterpret_cast<const char*>(d.begin()), d.size()), "task " + task);
+      } catch (const InvalidArgument& e) {
+        damaged(task, e.what());
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 ControlReply decode_reply(std::span<const capnp::word> words, const std::string& task) {
   if (words.empty()) damaged(task, "empty");
   try {
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), bounded(words));
-    const proto::Reply::Reader r = reader.getRoot<proto::Reply>();
-    ControlReply out;
-    out.kind = r.getKind();
-    if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE))
-      damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
-    out.step_id = r.getStepId();
-    out.handle = r.getHandle();
-    if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
-    if (out.kind == proto::Reply::Kind::RUN_STEP) read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
-    if (out.kind == proto::Reply::Kind::TIMELINE) {
-      out.task_time_us = r.getTaskTime();
-      if (r.hasTimeline()) {
-        const capnp::Data::Reader d = r.getTimeline();
-        // Damaged events are a damaged message: InvalidArgument naming the task, like the rest.
-        try {
-          out.timeline = timeline::decode_events(
-              std::string_view(reinterpret_cast<const char*>(d.begin()), d.size()), "task " + task);
-        } catch (const InvalidArgument& e) {
-          damaged(task, e.what());
-        }
-      }
-    }
-    return out;
+    return read_reply(reader.getRoot<proto::Reply>(), task);
   } catch (const kj::Exception& e) {
     damaged(task, e.getDescription().cStr());
   }

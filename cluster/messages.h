@@ -24,19 +24,19 @@
 
 namespace weft {
 
-struct ControlRequest {
-  enum class Kind { kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl };
-  Kind kind = Kind::kPing;
-  uint64_t session = 0;                 // kRegister, kEndSession
-  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
-  int64_t step_id = 0;                  // kRunStep, kAbortStep
-  std::vector<std::string> partitions;  // kRegister: graph files
-  std::vector<std::string> reply_edges; // kRegister: edges whose small tensors go back in the Reply
-  std::vector<StepTensor> tensors;      // kRunStep: the chief's small sends to this task
-  std::exception_ptr error;             // kAbortStep: the error to abort with
-  bool timeline_enable = false;         // kTimelineControl
-  bool timeline_collect = false;        // kTimelineControl
-  int64_t chief_time_us = 0;            // kTimelineControl
+// A step as a task forwards it down the step's tree (cluster/step_tree.h): the task it goes to,
+// the chief's small sends to that task, and the tasks that one forwards it to in turn.
+struct ForwardedStep {
+  int rank = -1;
+  std::vector<StepTensor> tensors;
+  std::vector<ForwardedStep> subtree;
+};
+
+// One task's answer to a step, as carried up the step's tree.
+struct StepAnswer {
+  int rank = -1;
+  std::exception_ptr error;  // null on success
+  std::vector<StepTensor> tensors;  // the task's small sends to the chief
 };
 
 struct ControlReply {
@@ -47,7 +47,29 @@ struct ControlReply {
   std::vector<timeline::Event> timeline;  // kind TIMELINE: the task's events, on its own clock
   int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
   std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
+  std::vector<StepAnswer> gathered;       // kind RUN_STEP: the answers of the sender's subtree
 };
+
+struct ControlRequest {
+  enum class Kind {
+    kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl,
+    kStepDone
+  };
+  Kind kind = Kind::kPing;
+  uint64_t session = 0;                 // kRegister, kEndSession
+  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
+  int64_t step_id = 0;                  // kRunStep, kAbortStep, kStepDone
+  std::vector<std::string> partitions;  // kRegister: graph files
+  std::vector<std::string> reply_edges; // kRegister: edges whose small tensors go back in the Reply
+  std::vector<StepTensor> tensors;      // kRunStep: the chief's small sends to this task
+  std::vector<ForwardedStep> subtree;   // kRunStep: the tasks this one forwards the step to
+  ControlReply step_done;               // kStepDone: a task's answer for its subtree (kind RUN_STEP)
+  std::exception_ptr error;             // kAbortStep: the error to abort with
+  bool timeline_enable = false;         // kTimelineControl
+  bool timeline_collect = false;        // kTimelineControl
+  int64_t chief_time_us = 0;            // kTimelineControl
+};
+
 
 // A tensor of a step's message (scheduler/step_rendezvous.h). Reading checks the key (as
 // RendezvousKey::parse does), the dtype, the shape against the bytes, and the size against
@@ -56,6 +78,14 @@ void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out);
 // Each of `tensors` into `out`, a list of their size (initTensors(tensors.size())).
 void write_step_tensors(std::span<const StepTensor> tensors, capnp::List<proto::StepTensor>::Builder out);
 StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender);
+
+// A RunStep for `to` (its tensors and subtree), as the chief and forwarding tasks send it.
+void write_run_step(uint64_t handle, int64_t step_id, const ForwardedStep& to, proto::RunStep::Builder out);
+// A step's answer for `own` and the answers gathered from its subtree, as sent up the tree.
+void write_step_answer(int64_t step_id, const StepAnswer& own, std::span<const StepAnswer> gathered,
+                       proto::Reply::Builder out);
+// The answers a RUN_STEP reply from `source` carries: its own first, then its subtree's.
+std::vector<StepAnswer> step_answers(int source, ControlReply&& reply);
 
 // InvalidArgument naming `sender` for a message that is damaged or out of bounds.
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender);

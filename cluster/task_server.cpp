@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
@@ -42,7 +43,8 @@ void share_variables(GraphIR& g, Store& store) {
 
 TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {
   heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
-  rt_.channel().listen(kRequestTag, rt_.spec().chief_rank(),
+  // From anyone: a step may come down its tree from another task (on_request checks what).
+  rt_.channel().listen(kRequestTag, MPI_ANY_SOURCE,
                        [this](ControlChannel::Message m) { on_request(std::move(m)); });
 }
 
@@ -132,9 +134,12 @@ void TaskServer::on_request(ControlChannel::Message m) {
     std::cerr << "weft: [task " << task_ << "] " << m.error << "\n";
     return;
   }
-  heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
+  const bool from_chief = m.source == rt_.spec().chief_rank();
+  if (from_chief) heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
   try {
-    ControlRequest request = decode_request(m.words(), "the chief");
+    ControlRequest request = decode_request(m.words(), from_chief ? std::string("the chief") : rt_.task_name(m.source));
+    if (!from_chief && request.kind != ControlRequest::Kind::kRunStep && request.kind != ControlRequest::Kind::kStepDone)
+      throw InvalidArgument("[cluster] " + rt_.task_name(m.source) + " sent a request only the chief may send");
     switch (request.kind) {
       case ControlRequest::Kind::kPing:
         reply([](capnp::MessageBuilder& b) { b.initRoot<proto::Reply>().setKind(proto::Reply::Kind::PING); });
@@ -145,6 +150,12 @@ void TaskServer::on_request(ControlChannel::Message m) {
       case ControlRequest::Kind::kShutdown:
         shutdown_requested_ = true;
         break;
+      case ControlRequest::Kind::kStepDone:
+        on_step_done(request, m.source);
+        return;
+      case ControlRequest::Kind::kRunStep:
+        if (!request.subtree.empty() || !from_chief) forward_step(request, m.source);
+        [[fallthrough]];
       default: {
         std::lock_guard lock(queue_mu_);
         queue_.push_back(std::move(request));
@@ -246,6 +257,7 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kPing:
     case ControlRequest::Kind::kAbortStep:
     case ControlRequest::Kind::kShutdown:
+    case ControlRequest::Kind::kStepDone:
       return;  // handled on arrival (on_request)
   }
 }
@@ -309,18 +321,8 @@ void TaskServer::start_step(const ControlRequest& request, bool on_serve_thread)
       aborted_early_.erase(a);
     }
   }
-  auto answer = [this, step_id](const std::exception_ptr& error, const std::vector<StepTensor>& tensors) {
-    reply([&](capnp::MessageBuilder& b) {
-      auto r = b.initRoot<proto::Reply>();
-      r.setKind(proto::Reply::Kind::RUN_STEP);
-      r.setStepId(step_id);
-      if (error) {
-        r.setHasError(true);
-        error_to_proto(error, r.initError());
-        return;
-      }
-      if (!tensors.empty()) write_step_tensors(tensors, r.initTensors(static_cast<unsigned>(tensors.size())));
-    });
+  auto answer = [this, step_id](const std::exception_ptr& error, std::vector<StepTensor> tensors) {
+    answer_step(step_id, error, std::move(tensors));
   };
   if (!graph) {
     answer(std::make_exception_ptr(
@@ -359,7 +361,7 @@ void TaskServer::start_step(const ControlRequest& request, bool on_serve_thread)
       running_.erase(step_id);
     }
     rt_.rendezvous().cleanup_step(step_id);
-    answer(error, tensors);
+    answer(error, std::move(tensors));
   };
   if (on_serve_thread) step();
   else post(std::move(step));
@@ -397,6 +399,94 @@ void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
     if (running) running->cancel.cancel(error);
   }
   rt_.rendezvous().abort_step(step_id, error);
+}
+
+void TaskServer::forward_step(ControlRequest& request, int source) {
+  StepInTree step;
+  step.parent = source;
+  std::vector<ForwardedStep> children;
+  for (ForwardedStep& child : request.subtree) {
+    if (child.rank <= 0 || child.rank >= rt_.spec().num_tasks() || child.rank == rt_.rank() || child.rank == source ||
+        step.children.contains(child.rank)) {
+      std::cerr << "weft: [task " << task_ << "] step " << request.step_id << " from " << rt_.task_name(source)
+                << " is to be forwarded to rank " << child.rank << ", which cannot be; not forwarded\n";
+      continue;
+    }
+    step.children.insert(child.rank);
+    children.push_back(std::move(child));
+  }
+  request.subtree.clear();
+  {
+    std::lock_guard lock(tree_mu_);
+    tree_steps_[request.step_id] = std::move(step);
+  }
+  for (const ForwardedStep& child : children) {
+    capnp::MallocMessageBuilder message;
+    write_run_step(request.handle, request.step_id, child, message.initRoot<proto::Request>().initRunStep());
+    rt_.channel().send(child.rank, kRequestTag, message);
+  }
+}
+
+void TaskServer::on_step_done(ControlRequest& request, int source) {
+  std::optional<StepInTree> done;
+  {
+    std::lock_guard lock(tree_mu_);
+    auto it = tree_steps_.find(request.step_id);
+    if (it == tree_steps_.end() || !it->second.children.erase(source)) {
+      std::cerr << "weft: [task " << task_ << "] " << rt_.task_name(source) << " answered step " << request.step_id
+                << ", which this task did not forward to it; ignored\n";
+      return;
+    }
+    StepInTree& step = it->second;
+    for (StepAnswer& a : step_answers(source, std::move(request.step_done))) step.gathered.push_back(std::move(a));
+    if (step.own_done && step.children.empty()) {
+      done = std::move(step);
+      tree_steps_.erase(it);
+    }
+  }
+  if (done) send_up(request.step_id, *done);
+}
+
+void TaskServer::answer_step(int64_t step_id, std::exception_ptr error, std::vector<StepTensor> tensors) {
+  StepAnswer own{rt_.rank(), std::move(error), std::move(tensors)};
+  std::optional<StepInTree> done;
+  bool in_tree = false, error_to_chief = false;
+  {
+    std::lock_guard lock(tree_mu_);
+    if (auto it = tree_steps_.find(step_id); it != tree_steps_.end()) {
+      in_tree = true;
+      StepInTree& step = it->second;
+      // An error goes to the chief at once, so the step is cancelled everywhere without waiting
+      // for this subtree; it also goes up the tree, where the chief ignores it as a repeat.
+      error_to_chief = own.error && step.parent != rt_.spec().chief_rank();
+      step.own_done = true;
+      step.own = error_to_chief ? StepAnswer{own.rank, own.error, {}} : std::move(own);
+      if (step.children.empty()) {
+        done = std::move(step);
+        tree_steps_.erase(it);
+      }
+    }
+  }
+  if (in_tree && !error_to_chief) {
+    if (done) send_up(step_id, *done);
+    return;
+  }
+  // Straight from the chief with nothing to forward (the common case), or an error.
+  capnp::MallocMessageBuilder message;
+  write_step_answer(step_id, own, {}, message.initRoot<proto::Reply>());
+  rt_.channel().send(rt_.spec().chief_rank(), kReplyTag, message);
+  if (done) send_up(step_id, *done);
+}
+
+void TaskServer::send_up(int64_t step_id, const StepInTree& step) {
+  capnp::MallocMessageBuilder message;
+  if (step.parent == rt_.spec().chief_rank()) {
+    write_step_answer(step_id, step.own, step.gathered, message.initRoot<proto::Reply>());
+    rt_.channel().send(step.parent, kReplyTag, message);
+    return;
+  }
+  write_step_answer(step_id, step.own, step.gathered, message.initRoot<proto::Request>().initStepDone());
+  rt_.channel().send(step.parent, kRequestTag, message);
 }
 
 }  // namespace weft

@@ -19,6 +19,11 @@
 // another never holds up a third). The standby thread also ends the job when the chief has been
 // silent for the liveness timeout.
 //
+// A RunStep may come from the chief or, down the step's tree (cluster/step_tree.h), from another
+// task; this task forwards it to its own subtree on arrival and answers its parent once its part
+// and its subtree's are done (an error also goes to the chief at once, so the step is cancelled
+// without waiting for the tree).
+//
 // The small tensors a RunStep carries are delivered to the rendezvous before the step runs,
 // and the small sends to the chief on the graph's reply edges go back in the answer
 // (scheduler/step_rendezvous.h). AbortStep cancels a running step (or one whose RunStep has not come
@@ -63,6 +68,15 @@ class TaskServer {
   struct RunningStep {
     CancellationManager cancel;
   };
+  // A step this task forwarded down the step's tree, or got from a task other than the chief
+  // (cluster/step_tree.h): it answers `parent` once its own part and its children have.
+  struct StepInTree {
+    int parent = -1;
+    std::set<int> children;  // still to answer
+    bool own_done = false;
+    StepAnswer own;
+    std::vector<StepAnswer> gathered;
+  };
 
   // A request from the chief, on the engine's driving thread.
   void on_request(ControlChannel::Message message);
@@ -78,6 +92,15 @@ class TaskServer {
   // Runs the step; returns the sends kept for the Reply (scheduler/step_rendezvous.h).
   std::vector<StepTensor> run_step(std::shared_ptr<const RegisteredGraph> graph, int64_t step_id, RunningStep& running);
   void abort_step(int64_t step_id, std::exception_ptr error);
+  // On arrival of a RunStep from `source`: remembers where its answer goes and forwards it to
+  // the tasks of its subtree.
+  void forward_step(ControlRequest& request, int source);
+  // A child's answer for its subtree, on arrival.
+  void on_step_done(ControlRequest& request, int source);
+  // This task's own answer to a step: to the chief, or up the step's tree.
+  void answer_step(int64_t step_id, std::exception_ptr error, std::vector<StepTensor> tensors);
+  // Sends a finished subtree's answers to its parent.
+  void send_up(int64_t step_id, const StepInTree& step);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.
   void control_timeline(const ControlRequest& request);
   void reply(const std::function<void(capnp::MessageBuilder&)>& build);
@@ -90,6 +113,8 @@ class TaskServer {
   std::map<uint64_t, std::map<std::string, std::shared_ptr<VariableState>, std::less<>>> sessions_;
   std::map<int64_t, RunningStep*> running_;
   std::map<int64_t, std::exception_ptr> aborted_early_;  // aborts that came before their RunStep
+  std::mutex tree_mu_;
+  std::map<int64_t, StepInTree> tree_steps_;  // by step id
   // Step threads: idle ones wait for work; a new one is made when none is idle.
   std::condition_variable work_cv_;
   std::deque<std::function<void()>> work_;

@@ -24,6 +24,7 @@ struct Request {
     ping @6 :Void;              # liveness
     resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
     timelineControl @8 :TimelineControl;  # start or stop recording the timeline; send its events
+    stepDone @9 :Reply;         # a task's answer for itself and its subtree, to its parent in the step's tree
   }
 }
 
@@ -44,10 +45,28 @@ struct Register {
   replyEdges @3 :List(Text);    # transfers (keys of step 0, as text) whose small tensors go back in the Reply
 }
 
+# A step travels down a tree over the tasks it touches (cluster/step_tree.h): the chief sends it to
+# a few tasks, and each forwards it to the tasks of its subtree, so no process sends more than
+# the tree's fan-out of messages per step. The answers come back up the same tree (Reply.gathered).
 struct RunStep {
   handle @0 :UInt64;
   stepId @1 :Int64;
   tensors @2 :List(StepTensor); # sends of the chief's to this task, delivered before the step runs
+  subtree @3 :List(ForwardedStep);  # the tasks this one forwards the step to, with their subtrees
+}
+
+struct ForwardedStep {
+  rank @0 :Int32;
+  tensors @1 :List(StepTensor);     # the chief's sends to that task
+  subtree @2 :List(ForwardedStep);
+}
+
+# One task's answer to a step, carried up the tree by the tasks above it.
+struct GatheredAnswer {
+  rank @0 :Int32;
+  hasError @1 :Bool;
+  error @2 :ErrorInfo;
+  tensors @3 :List(StepTensor);     # the task's small sends to the chief (replyEdges)
 }
 
 # A tensor sent under a rendezvous key (runtime/rendezvous.h), carried by a step's message.
@@ -84,6 +103,7 @@ struct Reply {
   timeline @5 :Data;            # kind timeline: the task's events (runtime/timeline_format.h)
   taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
   tensors @7 :List(StepTensor); # kind runStep: sends of the task's to the chief (replyEdges)
+  gathered @8 :List(GatheredAnswer);  # kind runStep: the answers of the sender's subtree
 
   enum Kind {
     register @0;

@@ -6,6 +6,7 @@
 #include <capnp/serialize.h>
 
 #include "cluster/messages.h"
+#include "cluster/step_tree.h"
 #include "runtime/error.h"
 
 namespace weft {
@@ -99,6 +100,81 @@ TEST(StepMessages, DamagedStepTensorsAreRefusedNamingWhatIsWrong) {
                    s.set(1, int64_t{1} << 15);
                  }),
                  "larger than a step message carries");
+}
+
+TEST(StepMessages, AForwardedRunStepCarriesItsSubtreeAndEachTasksTensors) {
+  ForwardedStep to{1, {tensor_of_step(5)}, {{3, {}, {{7, {tensor_of_step(5)}, {}}}}, {4, {}, {}}}};
+  capnp::MallocMessageBuilder message;
+  write_run_step(2, 5, to, message.initRoot<proto::Request>().initRunStep());
+  const ControlRequest r = decode_request(words_of(message), "the chief");
+  EXPECT_EQ(r.handle, 2u);
+  EXPECT_EQ(r.step_id, 5);
+  ASSERT_EQ(r.tensors.size(), 1u);
+  ASSERT_EQ(r.subtree.size(), 2u);
+  EXPECT_EQ(r.subtree[0].rank, 3);
+  EXPECT_EQ(r.subtree[1].rank, 4);
+  ASSERT_EQ(r.subtree[0].subtree.size(), 1u);
+  EXPECT_EQ(r.subtree[0].subtree[0].rank, 7);
+  EXPECT_EQ(r.subtree[0].subtree[0].tensors[0].value.to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3, -4, 5, -6}));
+}
+
+TEST(StepMessages, AnAnswerUpTheTreeCarriesItsSubtreesAnswers) {
+  StepTensor t = tensor_of_step(5);
+  std::swap(t.key.src_device, t.key.dst_device);
+  const StepAnswer own{-1, nullptr, {t}};
+  const std::vector<StepAnswer> gathered = {
+      {3, nullptr, {t}},
+      {7, std::make_exception_ptr(InvalidArgument("[task /job:worker/replica:0/task:7] index 9 out of range")), {}}};
+  capnp::MallocMessageBuilder message;
+  write_step_answer(5, own, gathered, message.initRoot<proto::Request>().initStepDone());
+  ControlRequest r = decode_request(words_of(message), "/job:worker/replica:0/task:1");
+  ASSERT_EQ(r.kind, ControlRequest::Kind::kStepDone);
+  EXPECT_EQ(r.step_id, 5);
+  const std::vector<StepAnswer> answers = step_answers(1, std::move(r.step_done));
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0].rank, 1);
+  EXPECT_EQ(answers[0].tensors.size(), 1u);
+  EXPECT_EQ(answers[1].rank, 3);
+  EXPECT_EQ(answers[1].tensors[0].value.to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3, -4, 5, -6}));
+  EXPECT_EQ(answers[2].rank, 7);
+  try {
+    std::rethrow_exception(answers[2].error);
+  } catch (const InvalidArgument& e) {
+    // Named by the task it happened on, not by the one that carried it.
+    EXPECT_EQ(std::string(e.what()), "[task /job:worker/replica:0/task:7] index 9 out of range");
+  }
+}
+
+TEST(StepMessages, DamagedTreesAreRefusedNamingWhatIsWrong) {
+  ForwardedStep negative{1, {}, {{-3, {}, {}}}};
+  capnp::MallocMessageBuilder m1;
+  write_run_step(2, 5, negative, m1.initRoot<proto::Request>().initRunStep());
+  expect_damaged(words_of(m1), "forwarded to rank -3");
+
+  ForwardedStep deep{1, {}, {}};
+  ForwardedStep* leaf = &deep;
+  for (int level = 0; level < kMaxStepTreeDepth + 2; ++level) {
+    leaf->subtree.push_back({level + 2, {}, {}});
+    leaf = &leaf->subtree.back();
+  }
+  capnp::MallocMessageBuilder m2;
+  write_run_step(2, 5, deep, m2.initRoot<proto::Request>().initRunStep());
+  try {
+    (void)decode_request(words_of(m2), "the chief");
+    ADD_FAILURE() << "accepted a tree deeper than kMaxStepTreeDepth";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the chief"), std::string::npos) << e.what();
+  }
+
+  capnp::MallocMessageBuilder m3;
+  auto reply = m3.initRoot<proto::Request>().initStepDone();
+  reply.setKind(proto::Reply::Kind::PING);
+  try {
+    (void)decode_request(words_of(m3), "the chief");
+    ADD_FAILURE() << "accepted a step's answer of another kind";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("another kind"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StepMessages, ARegisterCarriesItsReplyEdges) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
+#include "cluster/cluster_runtime.h"
 #include "scheduler/step_rendezvous.h"
 #include "runtime/shard_split.h"
 
@@ -347,14 +348,54 @@ TEST(Cluster, EveryTaskTakesPartInOneStep) {
   Session sess(g, *g_cluster);
   const int n = g_cluster->num_tasks();
   const float scale = 1.f + static_cast<float>(n * (n - 1) / 2);
+  ClusterRuntime& runtime = *chief_runtime();
+  const uint64_t sent_before = runtime.step_messages_sent.load();
   for (int step = 0; step < 20; ++step) {
     const float v = static_cast<float>(step);
     EXPECT_EQ(sess.run({{x, constant({v, -v})}}, {total})[0].to_vector<float>(),
               (std::vector<float>{scale * v, -scale * v}));
   }
+  // The chief itself sends each step to at most the tree's fan-out of tasks (cluster/step_tree.h);
+  // the others get it down the tree, and every task's part still comes back.
+  EXPECT_EQ(runtime.step_messages_sent.load() - sent_before, 20u * static_cast<uint64_t>(std::min(runtime.step_fan_out, n - 1)));
   std::set<std::string> tasks;
   for (const auto& [node, device] : sess.placement()) tasks.insert(device.substr(0, device.find("/device:")));
   EXPECT_EQ(static_cast<int>(tasks.size()), n);
+}
+
+// A kernel error on the last task, the deepest in the step's tree when every task takes part
+// (cluster_mpi.np8_tree makes the tree 3 levels deep): raised on the chief naming it, at once (it
+// does not wait for the tree), and the next steps work.
+TEST(Cluster, AnErrorDeepInTheStepTreeIsRaisedOnTheChief) {
+  const int n = g_cluster->num_tasks();
+  Graph g;
+  Tensor idx, total;
+  {
+    GraphScope scope(g);
+    idx = placeholder(int32, {2}, "idx");
+    const Tensor table = constant(std::vector<float>{1, 2, 3, 4}, Shape{4});
+    total = constant(0.f);
+    for (int t = 1; t < n; ++t) {
+      DeviceScope on(worker(t));
+      Tensor part = t == n - 1 ? reduce_sum(gather(table, idx)) : reduce_sum(table) * static_cast<float>(t);
+      total = total + part;
+    }
+  }
+  Session sess(g, *g_cluster);
+  const std::vector<int32_t> good_i = {3, 0}, bad_i = {1, 9};
+  const Tensor good = Tensor::from_host(int32, {2}, good_i.data()), bad = Tensor::from_host(int32, {2}, bad_i.data());
+  const float expected = 10.f * static_cast<float>((n - 2) * (n - 1) / 2) + 5.f;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    EXPECT_EQ(sess.run({{idx, good}}, {total})[0].item<float>(), expected);
+    try {
+      (void)sess.run({{idx, bad}}, {total});
+      ADD_FAILURE() << "index 9 is out of range";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("task:" + std::to_string(n - 1)), std::string::npos) << what;
+      EXPECT_NE(what.find("gather"), std::string::npos) << what;
+    }
+  }
 }
 
 // Each task reads its own replica's rows with ReadShardedBatch: the cursor lives on the task that
