@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cluster/build_identity.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/duration_setting.h"
 #include "runtime/error.h"
@@ -19,9 +20,14 @@ constexpr std::chrono::milliseconds kTaskGrace{2000};
 constexpr int kDeviceReportTag = 0x7765;  // "we"
 constexpr int kVerdictTag = 0x7766;
 
-// {"devices": [...]}, or {"error": "..."} from a task that cannot start (its devices are not made).
+nlohmann::json identity_json(const BuildIdentity& b) {
+  return {{"version", b.version}, {"build", b.build}, {"registry", b.registry}};
+}
+
+// {"weft": {...}, "devices": [...]}, or {"weft": {...}, "error": "..."} from a task that cannot
+// start (its devices are not made). "weft" is its build (cluster/build_identity.h).
 std::string device_report_text(const std::string& error) {
-  if (!error.empty()) return nlohmann::json{{"error", error}}.dump();
+  if (!error.empty()) return nlohmann::json{{"weft", identity_json(this_build())}, {"error", error}}.dump();
   nlohmann::json mine = nlohmann::json::array();
   for (Device* d : local_devices())
     mine.push_back({{"name", cluster_device_name(*d)},
@@ -29,12 +35,23 @@ std::string device_report_text(const std::string& error) {
                     {"memory", d->memory_bytes()},
                     {"cores", d->cores()},
                     {"description", d->description()}});
-  return nlohmann::json{{"devices", std::move(mine)}}.dump();
+  return nlohmann::json{{"weft", identity_json(this_build())}, {"devices", std::move(mine)}}.dump();
 }
 
-// Appends a report's devices, or its error to `errors`.
-void read_report(const std::string& text, std::vector<DeviceInfo>& out, std::string& errors) {
+// Appends to `errors` why the report's build is not the chief's, if it is not.
+void check_build(const nlohmann::json& report, const std::string& task, std::string& errors) {
+  static const BuildIdentity chief = this_build();
+  BuildIdentity theirs{"unknown", "unknown", "unknown"};
+  if (const auto w = report.find("weft"); w != report.end() && w->is_object())
+    theirs = {w->value("version", "unknown"), w->value("build", "unknown"), w->value("registry", "unknown")};
+  const std::string why = build_mismatch(task, theirs, "the chief", chief);
+  if (!why.empty()) errors += (errors.empty() ? "" : "; ") + why;
+}
+
+// Appends a report's devices, or its error to `errors`; and why its build is not the chief's.
+void read_report(const std::string& text, const std::string& task, std::vector<DeviceInfo>& out, std::string& errors) {
   const nlohmann::json report = nlohmann::json::parse(text);
+  check_build(report, task, errors);
   if (const auto e = report.find("error"); e != report.end()) {
     errors += (errors.empty() ? "" : "; ") + e->get<std::string>();
     return;
@@ -140,7 +157,7 @@ std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int ran
   }
   std::vector<DeviceInfo> out;
   std::string errors;
-  for (const std::string& text : reports) read_report(text, out, errors);
+  for (int r = 0; r < n; ++r) read_report(reports[static_cast<size_t>(r)], spec.task(r).name(), out, errors);
   watchdog.waiting_for("answering the device reports");
   for (int r = 0; r < n; ++r)
     if (r != chief) MPI_Send(errors.data(), static_cast<int>(errors.size()), MPI_CHAR, r, kVerdictTag, MPI_COMM_WORLD);

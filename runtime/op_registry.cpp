@@ -76,6 +76,27 @@ const OpDef& OpRegistry::get(std::string_view name) const {
   throw NotFound(msg);
 }
 
+uint64_t OpRegistry::fingerprint() const {
+  std::vector<std::string> signatures;
+  for (const OpDef* d : all()) {
+    std::string s = d->name + "|" + std::to_string(d->min_inputs) + "|" + std::to_string(d->max_inputs) + "|" +
+                    std::to_string(d->num_outputs) + "|" + std::to_string(d->flags) + "|" +
+                    std::to_string(d->kernel_dtype_input);
+    for (const AttrSpec& a : d->attrs)
+      s += "|" + a.name + ":" + std::to_string(static_cast<int>(a.type)) + (a.required ? "!" : "?");
+    s += "|";
+    for (int dev = 0; dev < kNumDeviceTypes; ++dev)
+      for (int t = 0; t < kNumDTypes; ++t)
+        s += d->kernels[dev][t] ? (d->async_kernels[dev][t] ? 'b' : 'k') : (d->async_kernels[dev][t] ? 'a' : '.');
+    signatures.push_back(std::move(s));
+  }
+  std::sort(signatures.begin(), signatures.end());
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (const std::string& s : signatures)
+    for (char c : s + "\n") h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
 OpDef& OpRegistry::mutable_get(std::string_view name) { return const_cast<OpDef&>(get(name)); }
 
 std::vector<const OpDef*> OpRegistry::all() const {

@@ -149,6 +149,10 @@ class OpRegistry {
   const OpDef& get(std::string_view name) const;
   OpDef& mutable_get(std::string_view name);
   std::vector<const OpDef*> all() const;
+  // A hash of every registered op's signature (name, inputs, outputs, attributes, flags) and of
+  // which devices and dtypes have kernels, independent of registration order: two processes with
+  // equal fingerprints run graphs alike (cluster/build_identity.h compares them at start-up).
+  uint64_t fingerprint() const;
 
  private:
   mutable std::mutex mu_;

@@ -16,6 +16,7 @@
 #include "api/weft/weft.h"
 #include "cluster/cluster_runtime.h"
 #include "scheduler/step_rendezvous.h"
+#include "runtime/op_registry.h"
 #include "runtime/shard_split.h"
 
 namespace weft {
@@ -513,6 +514,8 @@ TEST(Cluster, ATaskBusyLongerThanTheLivenessTimeoutIsNotLost) {
 }  // namespace weft
 
 int main(int argc, char** argv) {
+  // cluster_mpi.mismatched_builds: a task whose op registry differs from the chief's.
+  if (std::getenv("WEFT_TEST_EXTRA_OP")) weft::op_registry().add({.name = "TestOnlyExtraOp", .min_inputs = 1, .max_inputs = 1});
   weft::Cluster cluster = weft::cluster::init(argc, argv);  // the other tasks serve here
   weft::g_cluster = &cluster;
   ::testing::InitGoogleTest(&argc, argv);
