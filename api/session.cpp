@@ -7,6 +7,7 @@
 #include "api/dispatch.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
+#include "cluster/stall_report.h"
 #include "comm/step_collectives.h"
 #include "scheduler/graph_compiler.h"
 
@@ -147,6 +148,9 @@ void Session::initialize_variables() {
   variables_seen_ = g.variables.size();
 }
 
+int64_t default_stall_warning_ms() { return default_stall_warning().count(); }
+int64_t default_stall_timeout_ms() { return default_stall_timeout().count(); }
+
 CompileOptions Session::compile_options() const {
   CompileOptions o{.optimize = options_.optimize,
                    .log_device_placement = options_.log_device_placement,
@@ -159,6 +163,8 @@ CompileOptions Session::compile_options() const {
     o.remote = remote_.get();
     o.host_device = rt.host_device();
     o.step_timeout = std::chrono::milliseconds(options_.operation_timeout_ms);
+    o.stall_warning = std::chrono::milliseconds(options_.stall_warning_ms);
+    o.stall_timeout = std::chrono::milliseconds(options_.stall_timeout_ms);
   }
   return o;
 }

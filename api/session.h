@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "api/graph.h"
+#include "api/stall_limits.h"
 
 namespace weft {
 
@@ -73,6 +74,12 @@ struct SessionOptions {
   // raised as DeadlineExceeded naming the tasks still running (TensorFlow's
   // operation_timeout_in_ms). 0: no deadline (a lost task is still reported by liveness).
   int64_t operation_timeout_ms = 0;
+  // In a cluster: a step still running after stall_warning_ms prints, on the chief, what each task
+  // is running and waiting for (kernels, Recvs, collectives and the members they wait for, MPI
+  // transfers; each with its node and file:line); after stall_timeout_ms it is ended as
+  // DeadlineExceeded carrying that report. 0 turns either off.
+  int64_t stall_warning_ms = default_stall_warning_ms();
+  int64_t stall_timeout_ms = default_stall_timeout_ms();
 };
 
 class Session {

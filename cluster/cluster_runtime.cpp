@@ -87,6 +87,10 @@ std::exception_ptr ClusterRuntime::wait_for(Waiter& w, std::pair<int, uint64_t> 
   // rounds it runs what of the local part is ready. The liveness thread bounds the wait (lost
   // tasks, deadlines), and a lost task cancels the local part.
   bool local_over = local == nullptr;
+  {
+    std::lock_guard lock(mu_);
+    w.local = local;  // for stall reports, until the waiter is forgotten below
+  }
   MpiProgressEngine& engine = channel_.engine();
   if (local) local->wake_with([&engine] { engine.wake(); });
   engine.drive_until(
@@ -111,6 +115,7 @@ void ClusterRuntime::watch_liveness() {
   while (!stopping_) {
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
+    check_stalls(now);
     check_deadlines(now);
     if (now >= next_ping) {
       next_ping = now + kPingInterval;
@@ -146,6 +151,13 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
   ControlReply reply = decode_reply(message.words(), task_name(source));
   const int kind = static_cast<int>(reply.kind);
+  if (reply.kind == proto::Reply::Kind::STALL_REPORT) {
+    std::lock_guard lock(mu_);
+    last_heard_[static_cast<size_t>(source)] = std::chrono::steady_clock::now();
+    auto it = waiters_.find({static_cast<int>(proto::Reply::Kind::RUN_STEP), reply.handle});
+    if (it != waiters_.end()) it->second->stall_reports[source] = {std::move(reply.report), reply.in_collective};
+    return;
+  }
   if (reply.kind != proto::Reply::Kind::RUN_STEP) {
     on_answer(kind, reply.handle, source, reply.error, &reply, received_us);
     return;
@@ -210,10 +222,19 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
       std::string running;
       for (int r : w->pending) running += (running.empty() ? "" : ", ") + task_name(r);
       const std::string what = w->what.empty() ? "step " + std::to_string(w->step_id) : w->what;
-      std::exception_ptr e = std::make_exception_ptr(DeadlineExceeded(
-          "[cluster] " + what + " passed its deadline of " +
-          std::to_string(w->timeout.count()) + " ms; " +
-          (w->what.empty() ? "still running: " : "no answer from: ") + running));
+      const bool stalled = w->stall_timeout.count() > 0 && w->timeout == w->stall_timeout;
+      std::exception_ptr e;
+      if (stalled) {
+        if (w->stall_report.empty()) w->stall_report = compose_stall_report_locked(*w, now);
+        e = std::make_exception_ptr(DeadlineExceeded("[cluster] " + what + " stalled: it ran past its stall timeout of " +
+                                                     std::to_string(w->stall_timeout.count()) +
+                                                     " ms (stall_timeout_ms) and was ended; still running: " + running +
+                                                     "\n  " + w->stall_report));
+      } else {
+        e = std::make_exception_ptr(DeadlineExceeded(
+            "[cluster] " + what + " passed its deadline of " + std::to_string(w->timeout.count()) + " ms; " +
+            (w->what.empty() ? "still running: " : "no answer from: ") + running));
+      }
       if (!w->error) w->error = e;
       w->pending.clear();  // their answers, if they come, are for nobody now
       w->deadline = std::chrono::steady_clock::time_point::max();
@@ -225,6 +246,48 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
     if (!expired.empty()) cv_.notify_all();
   }
   cancel_steps(expired);
+}
+
+void ClusterRuntime::check_stalls(std::chrono::steady_clock::time_point now) {
+  // How long the tasks have to answer a report's request before it is printed without them.
+  constexpr auto kReportWait = std::chrono::milliseconds(1000);
+  std::vector<std::pair<int, int64_t>> ask;  // (rank, step)
+  std::vector<std::string> print;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, w] : waiters_) {
+      if (w->stall_warning.count() == 0 || w->pending.empty() || w->error) continue;
+      if (w->stall == Waiter::Stall::kNone && now - w->started >= w->stall_warning) {
+        w->stall = Waiter::Stall::kAsked;
+        w->stall_report_due = now + kReportWait;
+        for (int r : w->pending) ask.push_back({r, w->step_id});
+      } else if (w->stall == Waiter::Stall::kAsked) {
+        bool all = true;
+        for (int r : w->pending) all = all && w->stall_reports.contains(r);
+        if (!all && now < w->stall_report_due) continue;
+        w->stall = Waiter::Stall::kPrinted;
+        w->stall_report = compose_stall_report_locked(*w, now);
+        print.push_back(w->stall_report);
+      }
+    }
+  }
+  for (const auto& [rank, step] : ask)
+    send_request(rank, [step](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setStallReport(step); });
+  for (const std::string& report : print) std::cerr << "weft: [cluster] " + report << std::flush;
+}
+
+std::string ClusterRuntime::compose_stall_report_locked(const Waiter& w, std::chrono::steady_clock::time_point now) {
+  std::map<std::string, TaskStallReport> tasks;
+  std::vector<std::string> silent;
+  const Executor::RunningStep* local[] = {w.local};
+  tasks[task_name(rank_)] = describe_stalled_task(w.local ? std::span(local) : std::span<const Executor::RunningStep* const>(),
+                                                  channel_.engine());
+  for (int r : w.pending) {
+    if (auto it = w.stall_reports.find(r); it != w.stall_reports.end()) tasks[task_name(r)] = it->second;
+    else silent.push_back(task_name(r));
+  }
+  return compose_stall_report(w.step_id, std::chrono::duration_cast<std::chrono::milliseconds>(now - w.started),
+                              w.stall_warning, w.stall_timeout, tasks, silent);
 }
 
 void ClusterRuntime::declare_lost(int rank) {
@@ -295,16 +358,21 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       });
   }
 
-  void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
+  void start_step(int64_t step_id, CancellationManager& cancel, const StepLimits& limits,
                   std::vector<StepTensor> tensors) override {
     auto w = std::make_unique<Waiter>();
     for (const auto& [rank, handle] : handles_) w->pending.insert(rank);
     w->cancel = &cancel;
     w->step_id = step_id;
-    if (timeout.count() > 0) {
-      w->timeout = timeout;
-      w->deadline = std::chrono::steady_clock::now() + timeout;
-    }
+    w->started = std::chrono::steady_clock::now();
+    w->stall_warning = limits.stall_warning;
+    w->stall_timeout = limits.stall_timeout;
+    // The step ends at the nearer of its deadline and its stall timeout.
+    for (std::chrono::milliseconds limit : {limits.timeout, limits.stall_timeout})
+      if (limit.count() > 0 && w->started + limit < w->deadline) {
+        w->timeout = limit;
+        w->deadline = w->started + limit;
+      }
     std::exception_ptr lost;
     {
       std::lock_guard lock(rt_.mu_);

@@ -34,6 +34,7 @@
 #include "runtime/timeline.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/control_channel.h"
+#include "cluster/stall_report.h"
 #include "comm/mpi_rendezvous.h"
 #include "scheduler/graph_compiler.h"
 
@@ -121,6 +122,14 @@ class ClusterRuntime {
     std::string what;                       // not a step: what is awaited, for the deadline's message
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::chrono::milliseconds timeout{0};
+    // Steps: the stall limits (cluster/stall_report.h), and the report gathered once past the warning.
+    std::chrono::steady_clock::time_point started;
+    std::chrono::milliseconds stall_warning{0}, stall_timeout{0};
+    enum class Stall { kNone, kAsked, kPrinted } stall = Stall::kNone;
+    std::chrono::steady_clock::time_point stall_report_due;
+    std::map<int, TaskStallReport> stall_reports;  // by rank, as the tasks answer
+    std::string stall_report;                      // composed: printed, and carried by the timeout's error
+    Executor::RunningStep* local = nullptr;        // this process's part, while wait_for drives it
     // Called (under the runtime's lock, so briefly) with each awaited answer and the time it came
     // (timeline::now_us()), for requests whose answers carry more than an error.
     std::function<void(int rank, ControlReply& reply, int64_t received_us)> on_answer;
@@ -162,6 +171,10 @@ class ClusterRuntime {
   void on_answer(int kind, uint64_t id, int rank, const std::exception_ptr& error, ControlReply* reply, int64_t received_us);
   void declare_lost(int rank);
   void check_deadlines(std::chrono::steady_clock::time_point now);
+  // Steps past their stall warning: asks the tasks still in them for a report, then prints it.
+  void check_stalls(std::chrono::steady_clock::time_point now);
+  // The report of a step's waiter (under mu_): its tasks' parts so far, and this process's.
+  std::string compose_stall_report_locked(const Waiter& w, std::chrono::steady_clock::time_point now);
 
   ClusterSpec spec_;
   int rank_;

@@ -11,6 +11,8 @@
 namespace weft {
 
 // `text` is the variable's value, null when unset; unset or empty gives `fallback` silently.
-std::chrono::milliseconds milliseconds_setting(const char* name, const char* text, std::chrono::milliseconds fallback);
+// `allow_zero`: 0 is a value (it turns something off) rather than a mistake.
+std::chrono::milliseconds milliseconds_setting(const char* name, const char* text, std::chrono::milliseconds fallback,
+                                               bool allow_zero = false);
 
 }  // namespace weft

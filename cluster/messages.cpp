@@ -1,5 +1,7 @@
 #include "cluster/messages.h"
 
+#include <algorithm>
+
 #include <capnp/serialize.h>
 
 #include "cluster/step_tree.h"
@@ -307,6 +309,10 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         out.chief_time_us = t.getChiefTime();
         return out;
       }
+      case proto::Request::STALL_REPORT:
+        out.kind = ControlRequest::Kind::kStallReport;
+        out.step_id = r.getStallReport();
+        return out;
       case proto::Request::STEP_DONE:
         out.kind = ControlRequest::Kind::kStepDone;
         out.step_done = read_reply(r.getStepDone(), sender);
@@ -325,7 +331,7 @@ namespace {
 ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   ControlReply out;
   out.kind = r.getKind();
-  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE))
+  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::STALL_REPORT))
     damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
   out.step_id = r.getStepId();
   out.handle = r.getHandle();
@@ -333,6 +339,10 @@ ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   if (out.kind == proto::Reply::Kind::RUN_STEP) {
     read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
     read_gathered(r.getGathered(), out.step_id, task, out.gathered);
+  }
+  if (out.kind == proto::Reply::Kind::STALL_REPORT) {
+    if (r.hasReport()) out.report = std::string(r.getReport().cStr(), std::min<size_t>(r.getReport().size(), 65536));
+    out.in_collective = r.getInCollective();
   }
   if (out.kind == proto::Reply::Kind::TIMELINE) {
     out.task_time_us = r.getTaskTime();

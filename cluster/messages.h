@@ -48,17 +48,19 @@ struct ControlReply {
   int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
   std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
   std::vector<StepAnswer> gathered;       // kind RUN_STEP: the answers of the sender's subtree
+  std::string report;                     // kind STALL_REPORT: a line per thing running or waiting
+  bool in_collective = false;             // kind STALL_REPORT
 };
 
 struct ControlRequest {
   enum class Kind {
     kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl,
-    kStepDone
+    kStepDone, kStallReport
   };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
   uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
-  int64_t step_id = 0;                  // kRunStep, kAbortStep, kStepDone
+  int64_t step_id = 0;                  // kRunStep, kAbortStep, kStepDone, kStallReport
   std::vector<std::string> partitions;  // kRegister: graph files
   std::vector<std::string> reply_edges; // kRegister: edges whose small tensors go back in the Reply
   std::vector<StepTensor> tensors;      // kRunStep: the chief's small sends to this task

@@ -6,6 +6,7 @@
 
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
+#include "cluster/stall_report.h"
 #include "comm/collective_executor.h"
 #include "comm/step_collectives.h"
 #include "runtime/graph_format.h"
@@ -153,6 +154,10 @@ void TaskServer::on_request(ControlChannel::Message m) {
       case ControlRequest::Kind::kStepDone:
         on_step_done(request, m.source);
         return;
+      case ControlRequest::Kind::kStallReport:
+        // Off the engine's thread: reading the engine's table from its own callback is not safe.
+        post([this, step_id = request.step_id] { report_stall(step_id); });
+        return;
       case ControlRequest::Kind::kRunStep:
         if (!request.subtree.empty() || !from_chief) forward_step(request, m.source);
         [[fallthrough]];
@@ -258,6 +263,7 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kAbortStep:
     case ControlRequest::Kind::kShutdown:
     case ControlRequest::Kind::kStepDone:
+    case ControlRequest::Kind::kStallReport:
       return;  // handled on arrival (on_request)
   }
 }
@@ -382,6 +388,18 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
   // This thread drives the progress engine between runs of what is ready, so the step's Recvs and
   // collectives complete here rather than on the engine's thread with a wake-up of this one.
   MpiProgressEngine& engine = rt_.channel().engine();
+  {
+    std::lock_guard lock(mu_);
+    running.local = local.get();  // for stall reports, until the step is over
+  }
+  struct Forget {
+    TaskServer& server;
+    RunningStep& running;
+    ~Forget() {
+      std::lock_guard lock(server.mu_);
+      running.local = nullptr;
+    }
+  } forget{*this, running};
   local->wake_with([&engine] { engine.wake(); });
   engine.drive_until([&] { return local->run_ready(); }, std::chrono::steady_clock::time_point::max());
   local->finish();
@@ -399,6 +417,25 @@ void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
     if (running) running->cancel.cancel(error);
   }
   rt_.rendezvous().abort_step(step_id, error);
+}
+
+void TaskServer::report_stall(int64_t step_id) {
+  TaskStallReport report;
+  {
+    // Under the lock, so no step's executors go away while they are read.
+    std::lock_guard lock(mu_);
+    std::vector<const Executor::RunningStep*> steps;
+    for (const auto& [id, running] : running_)
+      if (running->local) steps.push_back(running->local);
+    report = describe_stalled_task(steps, rt_.channel().engine());
+  }
+  reply([&](capnp::MessageBuilder& b) {
+    auto r = b.initRoot<proto::Reply>();
+    r.setKind(proto::Reply::Kind::STALL_REPORT);
+    r.setHandle(static_cast<uint64_t>(step_id));
+    r.setReport(report.lines);
+    r.setInCollective(report.in_collective);
+  });
 }
 
 void TaskServer::forward_step(ControlRequest& request, int source) {

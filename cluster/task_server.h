@@ -67,6 +67,7 @@ class TaskServer {
   };
   struct RunningStep {
     CancellationManager cancel;
+    Executor::RunningStep* local = nullptr;  // while its executors run (guarded by mu_)
   };
   // A step this task forwarded down the step's tree, or got from a task other than the chief
   // (cluster/step_tree.h): it answers `parent` once its own part and its children have.
@@ -101,6 +102,8 @@ class TaskServer {
   void answer_step(int64_t step_id, std::exception_ptr error, std::vector<StepTensor> tensors);
   // Sends a finished subtree's answers to its parent.
   void send_up(int64_t step_id, const StepInTree& step);
+  // Answers the chief's request for a stall report (cluster/stall_report.h).
+  void report_stall(int64_t step_id);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.
   void control_timeline(const ControlRequest& request);
   void reply(const std::function<void(capnp::MessageBuilder&)>& build);

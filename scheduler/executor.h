@@ -114,6 +114,15 @@ class Executor {
     // Runs the rest, sleeping on the step's condition variable while nothing is ready; then
     // rethrows the step's first error or fills every part's fetches. Call once.
     void finish();
+    // The nodes running now (a kernel on some thread, or an asynchronous one waiting: a Recv, a
+    // collective), for stall reports. From any thread, while the step is alive.
+    struct InFlight {
+      std::string node;        // Node::describe(): its name, op and the user's file:line
+      std::string op;          // the node's op type, "CollectiveAllReduce"
+      int64_t running_ms = 0;  // within 100 ms (runtime/coarse_clock.h)
+      bool waiting = false;    // an asynchronous kernel waiting for another partition or process
+    };
+    std::vector<InFlight> in_flight() const;
 
    private:
     friend class Executor;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/coarse_clock.h"
 #include "runtime/device.h"
 #include "runtime/rendezvous.h"
 #include "scheduler/executor_state.h"
@@ -109,6 +110,25 @@ class Executor::Frame final : public AsyncWaitObserver {
     for (size_t p = 0; p < parts_.size(); ++p) *parts_[p].fetches = parts_[p].executor->collect_fetches(*states_[p]);
   }
 
+
+  // What runs now, for stall reports (RunningStep::in_flight).
+  std::vector<RunningStep::InFlight> in_flight() const {
+    std::vector<RunningStep::InFlight> out;
+    const int64_t now = coarse_now_ms();
+    std::lock_guard lock(mu_);  // guards the slots' `waiting`
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      const std::vector<Step>& plan = parts_[p].executor->plan_;
+      for (size_t i = 0; i < plan.size(); ++i) {
+        const int64_t started = states_[p]->started_ms[i].load(std::memory_order_relaxed);
+        if (started == RunState::kNotRunning) continue;
+        const Step& s = plan[i];
+        const bool waiting = s.async && states_[p]->async[static_cast<size_t>(s.async_slot)].waiting != nullptr;
+        out.push_back({s.node->describe(), s.node->type(), std::max<int64_t>(0, now - started), waiting});
+      }
+    }
+    return out;
+  }
+
  private:
   struct Item {
     size_t part;
@@ -167,12 +187,16 @@ class Executor::Frame final : public AsyncWaitObserver {
       const Step& s = step_of(item);
       if (s.async) return start_async(item);
       const Executor& exec = *parts_[item.part].executor;
+      std::atomic<int64_t>& started = states_[item.part]->started_ms[item.index];
+      started.store(coarse_now_ms(), std::memory_order_relaxed);
       try {
         exec.run_step<true>(s, *states_[item.part], scratch);
       } catch (...) {
+        started.store(RunState::kNotRunning, std::memory_order_relaxed);
         fail(std::current_exception());
         return drop_token();
       }
+      started.store(RunState::kNotRunning, std::memory_order_relaxed);
       ready.clear();
       collect_ready(item.part, s, ready);
       if (ready.empty()) return drop_token();
@@ -252,6 +276,7 @@ class Executor::Frame final : public AsyncWaitObserver {
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
       slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx, 0, s.prepared.get()});
       slot.timeline_start_us = timeline::enabled() ? timeline::now_us() : -1;
+      st.started_ms[item.index].store(coarse_now_ms(), std::memory_order_relaxed);
       {
         std::lock_guard lock(mu_);
         ++async_in_flight_;
@@ -261,6 +286,7 @@ class Executor::Frame final : public AsyncWaitObserver {
       s.async(*slot.kc, [this, item](std::exception_ptr error) { finish_async(item, std::move(error)); });
     } catch (...) {
       // A kernel that throws has not called back: the token is still the node's.
+      st.started_ms[item.index].store(RunState::kNotRunning, std::memory_order_relaxed);
       {
         std::lock_guard lock(mu_);
         if (slot.waiting) --async_in_flight_;
@@ -281,6 +307,7 @@ class Executor::Frame final : public AsyncWaitObserver {
     const size_t ni = s.inputs.size();
     std::span<Tensor> ins(slot.io.data(), ni);
     std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
+    st.started_ms[item.index].store(RunState::kNotRunning, std::memory_order_relaxed);
     {
       std::lock_guard lock(mu_);
       // The token (still counted) keeps the step from looking stuck.
@@ -359,7 +386,7 @@ class Executor::Frame final : public AsyncWaitObserver {
     return n;
   }
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable done_;
   std::vector<Item> ready_;  // guarded by mu_
   int outstanding_ = 0;      // guarded by mu_
@@ -389,6 +416,10 @@ Executor::RunningStep::~RunningStep() {
 }
 
 bool Executor::RunningStep::run_ready() { return state_->frame->run_ready(); }
+
+std::vector<Executor::RunningStep::InFlight> Executor::RunningStep::in_flight() const {
+  return state_->frame ? state_->frame->in_flight() : std::vector<InFlight>{};
+}
 
 void Executor::RunningStep::wake_with(std::function<void()> wake) { state_->frame->wake_with(std::move(wake)); }
 

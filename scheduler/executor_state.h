@@ -88,8 +88,11 @@ struct Executor::RunState {
       : values(static_cast<size_t>(exec.num_values_)),
         readers(new std::atomic<int32_t>[static_cast<size_t>(exec.num_values_)]),
         pending(new std::atomic<int32_t>[exec.plan_.size()]),
+        started_ms(new std::atomic<int64_t>[exec.plan_.size()]),
         async(static_cast<size_t>(exec.num_async_)),
-        ctx(exec) {}
+        ctx(exec) {
+    for (size_t s = 0; s < exec.plan_.size(); ++s) started_ms[s].store(kNotRunning, std::memory_order_relaxed);
+  }
   // Relaxed stores are plain moves; a run driven by a ready queue hands its work over through a
   // mutex, which orders them before any other thread's reads.
   void reset(const Executor& exec) {
@@ -119,6 +122,10 @@ struct Executor::RunState {
   std::vector<Tensor> scratch;  // a step's inputs and outputs (sequential runs)
   std::unique_ptr<std::atomic<int32_t>[]> readers;  // reads left before the value is released
   std::unique_ptr<std::atomic<int32_t>[]> pending;
+  // Per plan step, when its kernel started (runtime/coarse_clock.h), or kNotRunning: what stall
+  // reports read (Executor::RunningStep::in_flight). Written by runs driven by a ready queue.
+  static constexpr int64_t kNotRunning = -1;
+  std::unique_ptr<std::atomic<int64_t>[]> started_ms;
   std::vector<AsyncSlot> async;
   Context ctx;
 };

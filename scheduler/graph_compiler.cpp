@@ -158,7 +158,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   }
 
   remote_ = options.remote;
-  step_timeout_ = options.step_timeout;
+  step_limits_ = {options.step_timeout, options.stall_warning, options.stall_timeout};
   collectives_ = options.collectives;
   const std::string& host = options.host_device;
   // In a cluster the caller's tensors live on the host: feeds start there.
@@ -291,7 +291,7 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
       sent_in_message.insert(f.transfer);
     }
     StepRendezvous step_rendezvous(rendezvous, {.skip = sent_in_message.empty() ? nullptr : &sent_in_message});
-    remote_graph_->start_step(step, cancel, step_timeout_, std::move(step_tensors));
+    remote_graph_->start_step(step, cancel, step_limits_, std::move(step_tensors));
     std::exception_ptr local_error, remote_error;
     std::unique_ptr<Executor::RunningStep> local;
     try {

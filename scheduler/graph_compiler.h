@@ -43,6 +43,13 @@ class Rendezvous;
 struct Partition;
 struct StepTensor;
 
+// How long a step over a cluster may take (SessionOptions, DataParallelOptions); 0 turns one off.
+struct StepLimits {
+  std::chrono::milliseconds timeout{0};        // the step's deadline (operation_timeout_ms)
+  std::chrono::milliseconds stall_warning{0};  // past it, a stall report is printed
+  std::chrono::milliseconds stall_timeout{0};  // past it, the step ends as DeadlineExceeded with the report
+};
+
 // The partitions of one graph that other processes of a cluster run (cluster/ implements it).
 class RemoteGraph {
  public:
@@ -54,7 +61,7 @@ class RemoteGraph {
   // still running, and finish_step stops waiting for them.
   // `tensors` are this step's small sends of this process to the tasks (scheduler/step_rendezvous.h),
   // each carried to the task its key's destination device belongs to, in the step's request.
-  virtual void start_step(int64_t step_id, CancellationManager& cancel, std::chrono::milliseconds timeout,
+  virtual void start_step(int64_t step_id, CancellationManager& cancel, const StepLimits& limits,
                           std::vector<StepTensor> tensors) = 0;
   // Runs this process's part of the step (`local`, null when it could not start) to its end and
   // waits until every task has answered, bounded by the cluster's liveness check; rethrows the
@@ -99,8 +106,10 @@ struct CompileOptions {
   // and each fetch made elsewhere is sent there.
   RemoteTasks* remote = nullptr;
   std::string host_device;
-  // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms).
+  // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms),
+  // and its stall limits (SessionOptions::stall_warning_ms and stall_timeout_ms).
   std::chrono::milliseconds step_timeout{0};
+  std::chrono::milliseconds stall_warning{0}, stall_timeout{0};
   // Where the graph's collective nodes take part in their groups (comm/step_collectives.h); null:
   // a collective node fails with FailedPrecondition when it runs.
   Collectives* collectives = nullptr;
@@ -148,7 +157,7 @@ class CompiledGraph {
   // Whether partitions have big nodes that may overlap on their devices (StepOptions::parallel).
   bool parallel_ = false;
   RemoteTasks* remote_ = nullptr;             // a cluster's, or null
-  std::chrono::milliseconds step_timeout_{0};
+  StepLimits step_limits_;
   Collectives* collectives_ = nullptr;  // CompileOptions::collectives
   std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
   // Sends of feeds to other tasks, which small feeds skip by riding in the step's RunStep.

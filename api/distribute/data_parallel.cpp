@@ -44,6 +44,8 @@ class DataParallelState {
       o.remote = remote.get();
       o.host_device = runtime->host_device();
       o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
+      o.stall_warning = std::chrono::milliseconds(options.stall_warning_ms);
+      o.stall_timeout = std::chrono::milliseconds(options.stall_timeout_ms);
     }
     return o;
   }

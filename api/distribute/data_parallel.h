@@ -48,6 +48,7 @@
 #include "api/data/sharded_input.h"
 #include "api/distribute/replicate.h"
 #include "api/function_core.h"
+#include "api/stall_limits.h"
 #include "api/variable.h"
 #include "runtime/tensor.h"
 
@@ -69,6 +70,9 @@ struct DataParallelOptions {
   int64_t first_bucket_bytes = 1ll << 20;
   // A step running longer is cancelled everywhere and raised as DeadlineExceeded; 0: none.
   int64_t operation_timeout_ms = 0;
+  // Stall reports and the stall timeout, as SessionOptions's.
+  int64_t stall_warning_ms = default_stall_warning_ms();
+  int64_t stall_timeout_ms = default_stall_timeout_ms();
   bool optimize = true;  // the pass pipeline on the replicated graph
 };
 

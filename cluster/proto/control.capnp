@@ -25,6 +25,7 @@ struct Request {
     resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
     timelineControl @8 :TimelineControl;  # start or stop recording the timeline; send its events
     stepDone @9 :Reply;         # a task's answer for itself and its subtree, to its parent in the step's tree
+    stallReport @10 :Int64;     # a step has stalled: say what this task is running and waiting for
   }
 }
 
@@ -104,6 +105,8 @@ struct Reply {
   taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
   tensors @7 :List(StepTensor); # kind runStep: sends of the task's to the chief (replyEdges)
   gathered @8 :List(GatheredAnswer);  # kind runStep: the answers of the sender's subtree
+  report @9 :Text;              # kind stallReport: what the task runs and waits for, a line each
+  inCollective @10 :Bool;       # kind stallReport: a collective of the task waits for its group
 
   enum Kind {
     register @0;
@@ -113,5 +116,6 @@ struct Reply {
     ping @4;
     resetCollectives @5;
     timeline @6;
+    stallReport @7;             # handle: the step's id
   }
 }

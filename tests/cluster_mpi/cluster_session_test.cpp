@@ -12,11 +12,13 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "api/weft/weft.h"
 #include "cluster/cluster_runtime.h"
 #include "scheduler/step_rendezvous.h"
 #include "runtime/op_registry.h"
+#include "cluster_mpi/test_sleep_op.h"
 #include "runtime/shard_split.h"
 
 namespace weft {
@@ -513,7 +515,60 @@ TEST(Cluster, ATaskBusyLongerThanTheLivenessTimeoutIsNotLost) {
 }  // namespace
 }  // namespace weft
 
+namespace weft {
+namespace {
+
+// The step's chief fetches, from task 1, twice what task 2's TestSleep gives: when it sleeps, task 2
+// runs it, task 1 waits in a Recv for it, and the chief in a Recv for task 1's.
+TEST(Cluster, AStalledStepIsReportedThenEndedAndTheNextStepWorks) {
+  Graph g;
+  Tensor ms, out;
+  {
+    GraphScope scope(g);
+    ms = placeholder(float32, {1}, "ms");
+    Tensor slept;
+    {
+      DeviceScope on(worker(2));
+      slept = testing::test_sleep(ms);
+    }
+    DeviceScope on(worker(1));
+    out = slept * 2.f;
+  }
+  Session sess(g, *g_cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 2500});
+  EXPECT_EQ(sess.run({{ms, constant(std::vector<float>{1.f}, Shape{1})}}, {out})[0].to_vector<float>(),
+            (std::vector<float>{2.f}));
+  ::testing::internal::CaptureStderr();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    (void)sess.run({{ms, constant(std::vector<float>{4500.f}, Shape{1})}}, {out});
+    ADD_FAILURE() << "a step stalled past its stall timeout was not ended";
+  } catch (const DeadlineExceeded& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stalled"), std::string::npos) << what;
+    EXPECT_NE(what.find("running"), std::string::npos) << what;
+    EXPECT_NE(what.find("(test_sleep) created at"), std::string::npos) << what;
+    EXPECT_NE(what.find("cluster_session_test.cpp"), std::string::npos) << what;
+    EXPECT_NE(what.find("task:2:"), std::string::npos) << what;
+    EXPECT_NE(what.find("waiting"), std::string::npos) << what;  // task 1's Recv
+  }
+  const double ended = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(ended, 2.5);
+  EXPECT_LT(ended, 4.5) << "the step was not ended at its stall timeout but waited for the kernel";
+  // The warning's report came first, on stderr.
+  EXPECT_NE(printed.find("stalls: what it runs and waits for"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("(test_sleep) created at"), std::string::npos) << printed;
+  // The next steps work (task 2's stuck step still sleeps meanwhile).
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(sess.run({{ms, constant(std::vector<float>{3.f}, Shape{1})}}, {out})[0].to_vector<float>(),
+              (std::vector<float>{6.f}));
+}
+
+}  // namespace
+}  // namespace weft
+
 int main(int argc, char** argv) {
+  weft::testing::register_test_sleep();
   // cluster_mpi.mismatched_builds: a task whose op registry differs from the chief's.
   if (std::getenv("WEFT_TEST_EXTRA_OP")) weft::op_registry().add({.name = "TestOnlyExtraOp", .min_inputs = 1, .max_inputs = 1});
   weft::Cluster cluster = weft::cluster::init(argc, argv);  // the other tasks serve here

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "api/weft/weft.h"
+#include "cluster_mpi/test_sleep_op.h"
 
 namespace weft {
 
@@ -122,10 +123,40 @@ TEST(DataParallelMpi, ErrorOnOneReplicaIsRaisedAndTrainingGoesOn) {
   }
 }
 
+// One replica is stuck in a kernel before its gradients' all-reduce: the others wait in the
+// collective for it. The stall report names the member that has not joined, and the step ends at
+// the stall timeout.
+TEST(DataParallelMpi, ACollectiveOneReplicaNeverJoinsIsReportedNamingIt) {
+  distribute::DataParallel dp(*g_cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 3000});
+  Variable w(ones({1}), "stall_w");
+  optim::SGD sgd(0.01);
+  auto step = dp.function([&](Tensor ms) {
+    GradientTape tape;
+    Tensor slept = testing::test_sleep(reshape(reduce_max(ms), Shape{1}));
+    Tensor loss = reduce_sum(w * slept);
+    sgd.apply_gradients(tape.gradient(loss, std::vector<Variable>{w}), std::vector<Variable>{w});
+    return loss;
+  });
+  const int64_t n = dp.num_replicas();
+  std::vector<float> quick(static_cast<size_t>(n), 1.f), stuck = quick;
+  stuck.back() = 5000.f;  // the last replica's row
+  EXPECT_NO_THROW((void)step(Tensor::from_host(float32, {n}, quick.data())).item<float>());
+  const std::string last_task = g_cluster->task_names().back();
+  try {
+    (void)step(Tensor::from_host(float32, {n}, stuck.data())).item<float>();
+    FAIL() << "the stalled step was not ended";
+  } catch (const DeadlineExceeded& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a collective waits"), std::string::npos) << what;
+    EXPECT_NE(what.find("not joined: " + last_task), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace weft
 
 int main(int argc, char** argv) {
+  weft::testing::register_test_sleep();
   weft::Cluster cluster = weft::cluster::init(argc, argv);  // the other tasks serve here
   weft::g_cluster = &cluster;
   ::testing::InitGoogleTest(&argc, argv);

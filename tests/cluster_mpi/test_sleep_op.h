@@ -1,0 +1,32 @@
+// A test-only op, TestSleep: sleeps as many milliseconds as the first element of its float32 input
+// says, then passes that value on. A kernel stuck for a while on whichever task runs it, for the
+// stall tests. Register it in every task (before cluster::init, so the op registries agree).
+#pragma once
+
+#include <chrono>
+#include <thread>
+
+#include "api/dispatch.h"
+#include "kernels/register_all.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/op_registry.h"
+
+namespace weft::testing {
+
+inline void register_test_sleep() {
+  register_builtin_ops();
+  op_registry().add({.name = "TestSleep", .display = "test_sleep", .min_inputs = 1, .max_inputs = 1,
+                     .infer = [](InferContext& c) { c.set_output(0, c.input_dtype(0), c.input_shape(0)); }});
+  register_kernel("TestSleep", DeviceType::CPU, float32, [](KernelContext& ctx) {
+    const Tensor& in = ctx.input(0);
+    const float ms = in.data<float>()[0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(ms)));
+    std::copy(in.data<float>(), in.data<float>() + in.size(), ctx.output(0).data<float>());
+  });
+}
+
+inline Tensor test_sleep(const Tensor& ms, const SourceLocation& loc = SourceLocation::current()) {
+  return dispatch1(op_def("TestSleep"), {ms}, {}, loc);
+}
+
+}  // namespace weft::testing
