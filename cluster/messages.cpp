@@ -1,5 +1,7 @@
 #include "cluster/messages.h"
 
+#include <csignal>
+
 #include <capnp/serialize.h>
 
 #include "cluster/step_tree.h"
@@ -208,6 +210,11 @@ void read_gathered(capnp::List<proto::GatheredAnswer>::Reader list, int64_t step
   }
 }
 
+// The only signals a job ends by (cluster/job_signals.h).
+void check_stop_signal(int signo, const std::string& sender) {
+  if (signo != SIGTERM && signo != SIGINT) damaged(sender, "signal " + std::to_string(signo) + ", not SIGTERM or SIGINT");
+}
+
 }  // namespace
 
 void write_run_step(uint64_t handle, int64_t step_id, const ForwardedStep& to, proto::RunStep::Builder out) {
@@ -313,6 +320,11 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         if (out.step_done.kind != proto::Reply::Kind::RUN_STEP) damaged(sender, "a step's answer of another kind");
         out.step_id = out.step_done.step_id;
         return out;
+      case proto::Request::END_JOB:
+        out.kind = ControlRequest::Kind::kEndJob;
+        out.signal = r.getEndJob();
+        check_stop_signal(out.signal, sender);
+        return out;
     }
     damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
   } catch (const kj::Exception& e) {
@@ -325,11 +337,15 @@ namespace {
 ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   ControlReply out;
   out.kind = r.getKind();
-  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::TIMELINE))
+  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::SIGNAL))
     damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
   out.step_id = r.getStepId();
   out.handle = r.getHandle();
   if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+  if (out.kind == proto::Reply::Kind::SIGNAL) {
+    out.signal = r.getSignal();
+    check_stop_signal(out.signal, task);
+  }
   if (out.kind == proto::Reply::Kind::RUN_STEP) {
     read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
     read_gathered(r.getGathered(), out.step_id, task, out.gathered);

@@ -48,12 +48,13 @@ struct ControlReply {
   int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
   std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
   std::vector<StepAnswer> gathered;       // kind RUN_STEP: the answers of the sender's subtree
+  int signal = 0;                         // kind SIGNAL: SIGTERM or SIGINT
 };
 
 struct ControlRequest {
   enum class Kind {
     kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl,
-    kStepDone
+    kStepDone, kEndJob
   };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
@@ -68,6 +69,7 @@ struct ControlRequest {
   bool timeline_enable = false;         // kTimelineControl
   bool timeline_collect = false;        // kTimelineControl
   int64_t chief_time_us = 0;            // kTimelineControl
+  int signal = 0;                       // kEndJob: SIGTERM or SIGINT
 };
 
 

@@ -25,6 +25,7 @@ struct Request {
     resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
     timelineControl @8 :TimelineControl;  # start or stop recording the timeline; send its events
     stepDone @9 :Reply;         # a task's answer for itself and its subtree, to its parent in the step's tree
+    endJob @10 :Int32;          # a task got this signal (SIGTERM, SIGINT): exit now, 128 + it (cluster/job_signals.h)
   }
 }
 
@@ -104,6 +105,7 @@ struct Reply {
   taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
   tensors @7 :List(StepTensor); # kind runStep: sends of the task's to the chief (replyEdges)
   gathered @8 :List(GatheredAnswer);  # kind runStep: the answers of the sender's subtree
+  signal @9 :Int32;             # kind signal: SIGTERM or SIGINT, which the task got (cluster/job_signals.h)
 
   enum Kind {
     register @0;
@@ -113,5 +115,6 @@ struct Reply {
     ping @4;
     resetCollectives @5;
     timeline @6;
+    signal @7;                  # unasked: the task got a stop signal; the chief ends the job
   }
 }
