@@ -75,8 +75,10 @@ Run run_once(const Launch& launch) {
     if (++signals == 1 && dir) {
       const TaskWrappers wrappers = task_wrappers(dir->path(), launch.np);
       if (launch.all_local && wrappers.started == launch.np) {
-        say("got " + name_of(sig) + "; passing it to every task");
-        for (pid_t pid : wrappers.running) kill(pid, sig);
+        // A task ends its job on SIGTERM and SIGINT (cluster/job_signals.h); SIGHUP would kill it alone.
+        const int to_tasks = sig == SIGHUP ? SIGTERM : sig;
+        say("got " + name_of(sig) + "; passing " + name_of(to_tasks) + " to every task");
+        for (pid_t pid : wrappers.running) kill(pid, to_tasks);
         continue;
       }
     }

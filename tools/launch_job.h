@@ -5,13 +5,13 @@
 //   LaunchResult r = run_with_restarts(launch, /*max_restarts=*/3);
 //   // r.signal: weft-launch was told to stop; it ends with that signal's status
 //
-// Signals. A SIGTERM, SIGINT or SIGHUP to weft-launch goes to every task itself, through the
-// wrappers of tools/launch_status.h, so that each task's handling (cluster/job_signals.h, a
-// PreemptionCheckpoint's save) runs: mpirun, given the signal, passes it on but kills its
-// processes a second later (Open MPI 4.1: SIGCONT, SIGTERM, then SIGKILL after
-// odls_base_sigkill_timeout, 1 s; with --enable-recovery too). Where the wrappers are not known
-// here (tasks on other hosts, srun, a job still starting), and on a second signal, the launcher
-// gets it instead. weft-launch waits for the job to end, then ends by the same signal (128 + its
+// Signals. A SIGTERM, SIGINT or SIGHUP (passed on as SIGTERM) to weft-launch goes to every task
+// itself, through the wrappers of tools/launch_status.h, so that each task's handling
+// (cluster/job_signals.h, a PreemptionCheckpoint's save) runs: mpirun, given the signal, passes
+// it on but kills its processes a second later (Open MPI 4.1: SIGCONT, SIGTERM, then SIGKILL
+// after odls_base_sigkill_timeout, 1 s; with --enable-recovery too). Where the wrappers are not
+// known here (tasks on other hosts, srun, a job still starting), and on a second signal, the
+// launcher gets it instead. weft-launch waits for the job to end, then ends by the same signal (128 + its
 // number) and starts nothing more.
 //
 // Restarts (torchrun's --max-restarts). A job that failed (any status but 0, a signal to one of

@@ -40,7 +40,7 @@ start=$(now)
 case $scenario in
   sigterm_task) kill -TERM "$(pid_of 2)"; limit=5; line="/job:worker/replica:0/task:2 got SIGTERM; ending the job" ;;
   sigterm_chief) kill -TERM "$(pid_of 0)"; limit=5; line="/job:worker/replica:0/task:0 got SIGTERM; ending the job" ;;
-  sigint_launcher) kill -INT "$launcher"; limit=5; line="weft-launch: got SIGINT; passing it to every task" ;;
+  sigint_launcher) kill -INT "$launcher"; limit=5; line="weft-launch: got SIGINT; passing SIGINT to every task" ;;
   kill_chief) kill -KILL "$(pid_of 0)"; limit=15; line="the chief has not been heard from for 10000 ms; ending the job" ;;
   stop_worker)
     kill -STOP "$(pid_of 2)"
