@@ -31,8 +31,11 @@ struct State {
   Clock::time_point deadline;
   bool finished = false;
   int own_signals = 0;
+  // From the MPI progress engine's driver, which must never wait for `mu`: it is held while
+  // ending the job, and ending it waits (bounded) for the engine to send.
+  std::mutex reports_mu;
   std::deque<Preempted> reports;  // from other tasks, for the watcher thread
-  int end_requested = 0;          // the chief said to end with this signal
+  std::atomic<int> end_requested{0};  // the chief said to end with this signal
   std::atomic<bool> any_pending{false};
 };
 
@@ -135,13 +138,15 @@ void watch() {
       for (ssize_t i = 0; i < n; ++i)
         if (bytes[i] != 0) on_own_signal(bytes[i]);
     }
+    std::deque<Preempted> reports;
+    {
+      std::lock_guard queue(s.reports_mu);
+      reports.swap(s.reports);
+    }
     std::unique_lock lock(s.mu);
     if (s.end_requested && s.hooked) end_now(lock, s.end_requested);
-    while (!s.reports.empty()) {
-      const Preempted r = s.reports.front();
-      s.reports.pop_front();
+    for (const Preempted& r : reports)
       if (s.hooked) on_report(lock, r.task, r.signo);
-    }
     if (s.held && s.pending && !s.finished && Clock::now() >= s.deadline) {
       say("no step boundary came within the grace period of " + std::to_string(s.grace.count()) + " ms after " +
           s.pending->task + " got " + signal_name(s.pending->signo) + "; ending the job without a checkpoint");
@@ -189,18 +194,14 @@ void uninstall_hooks() {
 void report(const std::string& task, int signo) {
   State& s = state();
   {
-    std::lock_guard lock(s.mu);
+    std::lock_guard queue(s.reports_mu);
     s.reports.push_back({task, signo});
   }
   wake();
 }
 
 void end_job(int signo) {
-  State& s = state();
-  {
-    std::lock_guard lock(s.mu);
-    s.end_requested = signo;
-  }
+  state().end_requested = signo;
   wake();
 }
 
