@@ -11,6 +11,8 @@
 
 #include "cluster/cluster_runtime.h"
 #include "cluster/gpu_visibility.h"
+#include "cluster/job_signals.h"
+#include "cluster/proto/control.capnp.h"
 #include "cluster/startup.h"
 #include "cluster/task_server.h"
 #include "comm/collective_executor.h"
@@ -27,6 +29,7 @@ ClusterRuntime* g_runtime = nullptr;  // this process's, once init has run; live
 // The chief, at exit: tells the tasks to leave their serve loops, then finalises MPI.
 void shut_down_at_exit() {
   if (!g_runtime) return;
+  job_signals::uninstall_hooks();  // a signal from here on just ends this process: MPI is going
   if (g_runtime->lost()) {
     // A task is gone: finalising would wait for it. Ending the job makes every process that is
     // left exit non-zero, which is what a lost task means.
@@ -53,6 +56,33 @@ void shut_down_at_exit() {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
   std::exit(1);
+}
+
+// SIGTERM and SIGINT end the whole job (cluster/job_signals.h): a task tells the chief; the chief
+// tells every task to end and ends itself. Each process ends with MPI_Abort, status 128 + the
+// signal's number: under mpirun --enable-recovery, one process's MPI_Abort ends that process alone.
+void install_job_signals(ClusterRuntime& rt) {
+  job_signals::Hooks hooks{.task = rt.task_name(rt.rank())};
+  const int chief = rt.spec().chief_rank(), tasks = rt.spec().num_tasks();
+  if (rt.rank() != chief)
+    hooks.tell_chief = [&rt, chief](int signo) {
+      capnp::MallocMessageBuilder message;
+      auto reply = message.initRoot<proto::Reply>();
+      reply.setKind(proto::Reply::Kind::SIGNAL);
+      reply.setSignal(signo);
+      rt.channel().send(chief, kReplyTag, message);
+    };
+  if (tasks > 1)
+    hooks.end_job = [&rt, chief, tasks](int signo) {
+      if (rt.rank() == chief) {
+        for (int r = 0; r < tasks; ++r)
+          if (r != chief) rt.send_request(r, [signo](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setEndJob(signo); });
+        rt.channel().flush(std::chrono::seconds(1));  // bounded: a lost task never takes its message
+      }
+      MPI_Abort(MPI_COMM_WORLD, 128 + signo);
+      std::_Exit(128 + signo);
+    };
+  job_signals::install(std::move(hooks));
 }
 
 // This task's place among the job's processes on its machine, from the launcher's environment
@@ -176,12 +206,14 @@ Cluster init(int& argc, char**& argv) {
   set_process_collectives(
       std::make_unique<CollectiveExecutor>(std::make_unique<MpiCollectives>(collectives_parent, std::move(task_names))));
   watchdog.reset();  // started: from here on, liveness and step deadlines bound every wait
+  install_job_signals(*g_runtime);
 
   if (rank != g_runtime->spec().chief_rank()) {
     {
       TaskServer server(*g_runtime);
       server.serve();
     }
+    job_signals::uninstall_hooks();
     shut_down_process_collectives();
     delete g_runtime;
     g_runtime = nullptr;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cluster/duration_setting.h"
+#include "cluster/job_signals.h"
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "cluster/step_tree.h"
@@ -150,6 +151,10 @@ void ClusterRuntime::on_reply(int source, const ControlChannel::Message& message
   if (source <= 0 || source >= spec_.num_tasks())
     throw InvalidArgument("[cluster] reply from rank " + std::to_string(source) + ", which is not a task");
   ControlReply reply = decode_reply(message.words(), task_name(source));
+  if (reply.kind == proto::Reply::Kind::SIGNAL) {  // unasked: the job ends (cluster/job_signals.h)
+    job_signals::report(task_name(source), reply.signal);
+    return;
+  }
   const int kind = static_cast<int>(reply.kind);
   if (reply.kind == proto::Reply::Kind::STALL_REPORT) {
     std::lock_guard lock(mu_);

@@ -1,6 +1,7 @@
 #include "cluster/messages.h"
 
 #include <algorithm>
+#include <csignal>
 
 #include <capnp/serialize.h>
 
@@ -210,6 +211,11 @@ void read_gathered(capnp::List<proto::GatheredAnswer>::Reader list, int64_t step
   }
 }
 
+// The only signals a job ends by (cluster/job_signals.h).
+void check_stop_signal(int signo, const std::string& sender) {
+  if (signo != SIGTERM && signo != SIGINT) damaged(sender, "signal " + std::to_string(signo) + ", not SIGTERM or SIGINT");
+}
+
 }  // namespace
 
 void write_run_step(uint64_t handle, int64_t step_id, const ForwardedStep& to, proto::RunStep::Builder out) {
@@ -319,6 +325,11 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         if (out.step_done.kind != proto::Reply::Kind::RUN_STEP) damaged(sender, "a step's answer of another kind");
         out.step_id = out.step_done.step_id;
         return out;
+      case proto::Request::END_JOB:
+        out.kind = ControlRequest::Kind::kEndJob;
+        out.signal = r.getEndJob();
+        check_stop_signal(out.signal, sender);
+        return out;
     }
     damaged(sender, "a request of unknown kind " + std::to_string(static_cast<int>(r.which())));
   } catch (const kj::Exception& e) {
@@ -336,6 +347,10 @@ ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   out.step_id = r.getStepId();
   out.handle = r.getHandle();
   if (r.getHasError()) out.error = error_from_proto(r.getError(), task);
+  if (out.kind == proto::Reply::Kind::SIGNAL) {
+    out.signal = r.getSignal();
+    check_stop_signal(out.signal, task);
+  }
   if (out.kind == proto::Reply::Kind::RUN_STEP) {
     read_step_tensors(r.getTensors(), out.step_id, task, out.tensors);
     read_gathered(r.getGathered(), out.step_id, task, out.gathered);

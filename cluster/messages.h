@@ -48,6 +48,7 @@ struct ControlReply {
   int64_t task_time_us = 0;               // kind TIMELINE: the task's clock on receipt
   std::vector<StepTensor> tensors;        // kind RUN_STEP: the task's small sends to the chief
   std::vector<StepAnswer> gathered;       // kind RUN_STEP: the answers of the sender's subtree
+  int signal = 0;                         // kind SIGNAL: SIGTERM or SIGINT
   std::string report;                     // kind STALL_REPORT: a line per thing running or waiting
   bool in_collective = false;             // kind STALL_REPORT
 };
@@ -55,7 +56,7 @@ struct ControlReply {
 struct ControlRequest {
   enum class Kind {
     kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl,
-    kStepDone, kStallReport
+    kStepDone, kEndJob, kStallReport
   };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
@@ -70,6 +71,7 @@ struct ControlRequest {
   bool timeline_enable = false;         // kTimelineControl
   bool timeline_collect = false;        // kTimelineControl
   int64_t chief_time_us = 0;            // kTimelineControl
+  int signal = 0;                       // kEndJob: SIGTERM or SIGINT
 };
 
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <optional>
 
+#include "cluster/job_signals.h"
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "cluster/stall_report.h"
@@ -151,6 +152,9 @@ void TaskServer::on_request(ControlChannel::Message m) {
       case ControlRequest::Kind::kShutdown:
         shutdown_requested_ = true;
         break;
+      case ControlRequest::Kind::kEndJob:  // a task got a stop signal
+        job_signals::end_job(request.signal);
+        return;
       case ControlRequest::Kind::kStepDone:
         on_step_done(request, m.source);
         return;
@@ -264,6 +268,7 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kShutdown:
     case ControlRequest::Kind::kStepDone:
     case ControlRequest::Kind::kStallReport:
+    case ControlRequest::Kind::kEndJob:
       return;  // handled on arrival (on_request)
   }
 }

@@ -24,34 +24,13 @@ void pass_on(int sig) {
   if (g_child > 0) kill(g_child, sig);
 }
 
-// Starts `argv` as a child that dies with this process; passes the usual stop signals on to it.
-pid_t start_child(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw Unavailable(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(128 + SIGKILL);  // the parent died before prctl
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "weft-launch: error: cannot start %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+// Written whole, then renamed: the launcher never reads half a file.
+void write_whole(const std::string& file, const std::string& text) {
+  {
+    std::ofstream out(file + ".tmp");
+    out << text << "\n";
   }
-  g_child = pid;
-  struct sigaction sa = {};
-  sa.sa_handler = pass_on;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  return pid;
-}
-
-int wait_status(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw Internal(std::string("waitpid: ") + std::strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::rename((file + ".tmp").c_str(), file.c_str());
 }
 
 std::string rank_of_this_task() {
@@ -61,6 +40,26 @@ std::string rank_of_this_task() {
 }
 
 }  // namespace
+
+pid_t start_child(const std::vector<std::string>& argv, const sigset_t* unblock) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw Unavailable(std::string("cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    if (unblock) sigprocmask(SIG_UNBLOCK, unblock, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);  // the parent died before prctl
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "weft-launch: error: cannot start %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 StatusDir::StatusDir() {
   const char* tmp = std::getenv("TMPDIR");
@@ -76,35 +75,46 @@ StatusDir::~StatusDir() {
 
 int run_task(const std::string& dir, const std::vector<std::string>& program) {
   if (program.empty()) throw InvalidArgument(std::string(kTaskStatusOption) + " needs a program");
-  const int status = wait_status(start_child(program));
-  // Written whole, then renamed: the launcher never reads half a status.
-  const std::string file = dir + "/rank." + rank_of_this_task();
-  {
-    std::ofstream out(file + ".tmp");
-    out << status << "\n";
-  }
-  std::rename((file + ".tmp").c_str(), file.c_str());
+  const std::string rank = rank_of_this_task();
+  g_child = start_child(program);
+  struct sigaction sa = {};
+  sa.sa_handler = pass_on;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // Only now: a signal weft-launch sends here must find the handler that passes it on.
+  write_whole(dir + "/pid." + rank, std::to_string(getpid()));
+  int raw = 0;
+  while (waitpid(g_child, &raw, 0) < 0)
+    if (errno != EINTR) throw Internal(std::string("waitpid: ") + std::strerror(errno));
+  const int status = exit_status(raw);
+  write_whole(dir + "/rank." + rank, std::to_string(status));
   return status;
 }
 
-int run_and_wait(const std::vector<std::string>& cmd) { return wait_status(start_child(cmd)); }
+TaskWrappers task_wrappers(const std::string& dir, int np) {
+  TaskWrappers out;
+  for (int r = 0; r < np; ++r) {
+    std::ifstream in(dir + "/pid." + std::to_string(r));
+    pid_t pid = 0;
+    if (!(in >> pid) || pid <= 0) continue;
+    ++out.started;
+    if (!std::filesystem::exists(dir + "/rank." + std::to_string(r))) out.running.push_back(pid);
+  }
+  return out;
+}
 
-int job_status(int launcher_status, const std::string& dir, int np, bool all_local) {
-  if (launcher_status != 0) return launcher_status;
+JobOutcome job_status(int launcher_status, const std::string& launcher, const std::string& dir, int np, bool all_local) {
+  if (launcher_status != 0) return {launcher_status, launcher + " exited with status " + std::to_string(launcher_status)};
   for (int r = 0; r < np; ++r) {
     std::ifstream in(dir + "/rank." + std::to_string(r));
     int status = 0;
     if (!(in >> status)) {
       if (!all_local) continue;  // its status stayed on its own host
-      std::cerr << "weft-launch: task rank " << r << " ended without an exit status (killed?)\n";
-      return 1;
+      return {1, "task rank " + std::to_string(r) + " ended without an exit status (killed?)"};
     }
-    if (status != 0) {
-      std::cerr << "weft-launch: task rank " << r << " exited with status " << status << "\n";
-      return status;
-    }
+    if (status != 0) return {status, "task rank " + std::to_string(r) + " exited with status " + std::to_string(status)};
   }
-  return 0;
+  return {};
 }
 
 }  // namespace weft::tools

@@ -7,12 +7,17 @@
 // wrapper). Under srun, which reports its tasks' statuses itself, no wrapper is used.
 //
 //   parent:  StatusDir dir;  cmd = mpirun ... SELF --task-status DIR PROGRAM ARGS...
-//            int rc = run_and_wait(cmd); rc = job_status(rc, dir.path, np, all_local);
+//            JobOutcome out = job_status(run_job(...), dir.path, np, all_local);  // tools/launch_job.h
 //   task:    return run_task(dir, {PROGRAM, ARGS...});   // exits as the program did
 //
 // The wrapper passes SIGINT, SIGTERM and SIGHUP on to the program, and the program dies with its
-// wrapper (PR_SET_PDEATHSIG), so mpirun's signals and kills reach it as before.
+// wrapper (PR_SET_PDEATHSIG), so mpirun's signals and kills reach it as before. It also leaves its
+// process id in the folder while the program runs, so weft-launch can hand a signal it gets to
+// every task itself (mpirun would kill them a second after passing it on).
 #pragma once
+
+#include <signal.h>
+#include <sys/types.h>
 
 #include <string>
 #include <vector>
@@ -36,15 +41,31 @@ class StatusDir {
 };
 
 // Task mode: runs `program` (argv), writes its status (the exit code, or 128 + the signal that
-// ended it) to `dir`/rank.R (R from OMPI_COMM_WORLD_RANK or PMIX_RANK) and returns it.
+// ended it) to `dir`/rank.R (R from OMPI_COMM_WORLD_RANK or PMIX_RANK) and returns it. Meanwhile
+// `dir`/pid.R holds this wrapper's process id.
 int run_task(const std::string& dir, const std::vector<std::string>& program);
 
-// Runs `cmd` as a child, passing SIGINT, SIGTERM and SIGHUP on; returns its status as run_task does.
-int run_and_wait(const std::vector<std::string>& cmd);
+// Starts `argv` as a child that dies with this process (PR_SET_PDEATHSIG), with `unblock`
+// unblocked in it; throws Unavailable when it cannot fork.
+pid_t start_child(const std::vector<std::string>& argv, const sigset_t* unblock = nullptr);
+// A status of waitpid as run_task reports it: the exit code, or 128 + the signal.
+int exit_status(int wait_status);
 
+// The wrappers in `dir` whose programs still run (pid.R without rank.R), and how many wrote a pid.
+struct TaskWrappers {
+  std::vector<pid_t> running;
+  int started = 0;
+};
+TaskWrappers task_wrappers(const std::string& dir, int np);
+
+// How a job ended: 0 with no reason when every task succeeded.
+struct JobOutcome {
+  int status = 0;
+  std::string why;  // "task rank 1 exited with status 9", "mpirun exited with status 1"
+};
 // The job's status: `launcher_status` when it is not 0; else the first non-zero task status by
-// rank, printed ("weft-launch: task rank R exited with status S"); else, where every task ran on
-// this machine (`all_local`), 1 for a rank that left no status. 0 when every task succeeded.
-int job_status(int launcher_status, const std::string& dir, int np, bool all_local);
+// rank; else, where every task ran on this machine (`all_local`), 1 for a rank that left no
+// status. `launcher` names the launcher in the reason.
+JobOutcome job_status(int launcher_status, const std::string& launcher, const std::string& dir, int np, bool all_local);
 
 }  // namespace weft::tools

@@ -3,6 +3,7 @@
 //   weft-launch -np 4 ./train --epochs 3            # 4 tasks on this machine
 //   weft-launch --cluster=spec.json ./train          # the spec's tasks, on the spec's hosts
 //   weft-launch --dry-run -np 2 ./train              # print the command instead of running it
+//   weft-launch --max-restarts 3 -np 4 ./train       # a failed job is started again, up to 3 times
 //
 // It runs mpirun (srun under Slurm, when SLURM_JOB_ID is set) with:
 //  - the process count (-np, or the spec's task count),
@@ -16,7 +17,8 @@
 //    each task runs under weft-launch's status wrapper and weft-launch exits with the first
 //    non-zero status by rank (tools/launch_status.h),
 //  - WEFT_CLUSTER=<spec> exported to every task.
-// Any error is one line, "weft-launch: error: ...", and a non-zero exit status.
+// Signals to weft-launch and restarts: tools/launch_job.h. Any error is one line,
+// "weft-launch: error: ...", and a non-zero exit status.
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include "cluster/cluster_spec.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "tools/launch_job.h"
 #include "tools/launch_status.h"
 #include "tools/tool_support.h"
 
@@ -62,14 +65,6 @@ std::vector<std::string> binding_options(int np, bool all_local) {
   if (np >= cores) return {"--bind-to", "core:overload-allowed"};
   return {"--map-by", "slot:PE=" + std::to_string(cores / np), "--bind-to", "core"};
 }
-
-struct Launch {
-  std::vector<std::string> launcher;  // mpirun or srun and their options
-  std::vector<std::string> program;   // the program and its arguments
-  int np = 0;
-  bool mpirun = false;
-  bool all_local = true;              // every task on this machine
-};
 
 Launch launch_command(int np, const std::string& spec_path, const std::vector<std::string>& program) {
   std::vector<std::string> hosts;
@@ -120,9 +115,12 @@ int main(int argc, char** argv) {
   int np = 0;
   std::string spec;
   bool dry_run = false;
+  int max_restarts = 0;
   app.add_option("-n,--np", np, "number of tasks (processes); -np N as with mpirun");
   app.add_option("--cluster", spec, "cluster spec file (TF_CONFIG's shape)")->check(CLI::ExistingFile);
   app.add_flag("--dry-run", dry_run, "print the command instead of running it");
+  app.add_option("--max-restarts", max_restarts, "start a failed job again, up to N times (it resumes from its checkpoint)")
+      ->check(CLI::NonNegativeNumber);
   app.prefix_command();  // the program and everything after it are passed on
   app.footer("PROGRAM [ARGS...] follow the options.");
   // mpirun's spelling, -np, is one option here too.
@@ -133,26 +131,19 @@ int main(int argc, char** argv) {
   // Task mode, inside mpirun: run the program and leave its status for the launcher.
   if (argc >= 3 && std::strcmp(argv[1], kTaskStatusOption) == 0)
     return run_task(argv[2], std::vector<std::string>(argv + 3, argv + argc));
-  int status = 0;
+  block_stop_signals();  // before any thread: weft-launch waits for its signals (tools/launch_job.h)
+  LaunchResult result;
   const int parsed = run_tool(app, argc, args.data(), [&] {
-    Launch launch = launch_command(np, spec, app.remaining());
-    std::vector<std::string> cmd = launch.launcher;
+    const Launch launch = launch_command(np, spec, app.remaining());
     if (dry_run) {
+      std::vector<std::string> cmd = launch.launcher;
       cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
       for (size_t i = 0; i < cmd.size(); ++i) std::cout << (i ? " " : "") << cmd[i];
       std::cout << "\n";
       return;
     }
-    if (!launch.mpirun) {  // srun reports its tasks' statuses itself
-      cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
-      status = run_and_wait(cmd);
-      return;
-    }
-    const StatusDir dir;
-    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    cmd.insert(cmd.end(), {self, kTaskStatusOption, dir.path()});
-    cmd.insert(cmd.end(), launch.program.begin(), launch.program.end());
-    status = job_status(run_and_wait(cmd), dir.path(), launch.np, launch.all_local);
+    result = run_with_restarts(launch, max_restarts);
   });
-  return parsed != 0 ? parsed : status;
+  if (result.signal) end_by_signal(result.signal);
+  return parsed != 0 ? parsed : result.status;
 }

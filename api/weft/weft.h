@@ -16,6 +16,7 @@
 #include "api/dispatch.h"
 #include "api/eager_fusion.h"
 #include "api/distribute/data_parallel.h"
+#include "api/distribute/preemption_checkpoint.h"
 #include "api/function.h"
 #include "api/graph.h"
 #include "api/gradient_tape.h"

@@ -25,7 +25,8 @@ struct Request {
     resetCollectives @7 :Void;  # drop pending collectives and remake their communicator (every task)
     timelineControl @8 :TimelineControl;  # start or stop recording the timeline; send its events
     stepDone @9 :Reply;         # a task's answer for itself and its subtree, to its parent in the step's tree
-    stallReport @10 :Int64;     # a step has stalled: say what this task is running and waiting for
+    endJob @10 :Int32;          # a task got this signal (SIGTERM, SIGINT): exit now, 128 + it (cluster/job_signals.h)
+    stallReport @11 :Int64;     # a step has stalled: say what this task is running and waiting for
   }
 }
 
@@ -105,8 +106,9 @@ struct Reply {
   taskTime @6 :Int64;           # kind timeline: the task's steady clock on receipt, microseconds
   tensors @7 :List(StepTensor); # kind runStep: sends of the task's to the chief (replyEdges)
   gathered @8 :List(GatheredAnswer);  # kind runStep: the answers of the sender's subtree
-  report @9 :Text;              # kind stallReport: what the task runs and waits for, a line each
-  inCollective @10 :Bool;       # kind stallReport: a collective of the task waits for its group
+  signal @9 :Int32;             # kind signal: SIGTERM or SIGINT, which the task got (cluster/job_signals.h)
+  report @10 :Text;             # kind stallReport: what the task runs and waits for, a line each
+  inCollective @11 :Bool;       # kind stallReport: a collective of the task waits for its group
 
   enum Kind {
     register @0;
@@ -116,6 +118,7 @@ struct Reply {
     ping @4;
     resetCollectives @5;
     timeline @6;
-    stallReport @7;             # handle: the step's id
+    signal @7;                  # unasked: the task got a stop signal; the chief ends the job
+    stallReport @8;             # handle: the step's id
   }
 }

@@ -9,6 +9,10 @@
 // starts and stops the profiler instead of running steps: gathering the timeline must end the
 // same way, with the lost task named.
 //
+// With WEFT_TEST_EXTERNAL_FAULT=1 nobody kills itself: tests/cluster_mpi/fault_times_test.sh makes
+// the fault from outside (a signal, kill -9, SIGSTOP) once the chief prints "steps running", and
+// finds each process by the file WEFT_TEST_PID_DIR/pid.RANK that it writes at start.
+//
 // Deaths during start-up (cluster/startup.h), with WEFT_STARTUP_TIMEOUT_MS=3000:
 // - WEFT_TEST_DIES_BEFORE_JOINING=1: rank 2 dies before MPI_Init; the others are held in MPI_Init
 //   until their start-up watchdogs end the job.
@@ -25,6 +29,7 @@
 #include <functional>
 #include <optional>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "api/weft/weft.h"
@@ -33,6 +38,14 @@ int main(int argc, char** argv) {
   using namespace weft;
   const char* rank_text = std::getenv("OMPI_COMM_WORLD_RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
+  if (const char* dir = std::getenv("WEFT_TEST_PID_DIR")) {
+    std::FILE* f = std::fopen((std::string(dir) + "/pid." + std::to_string(rank)).c_str(), "w");
+    if (f) {
+      std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+    }
+  }
+  const bool external_fault = std::getenv("WEFT_TEST_EXTERNAL_FAULT") != nullptr;
   if (std::getenv("WEFT_TEST_DIES_BEFORE_JOINING") && rank == 2) ::kill(::getpid(), SIGKILL);
   if (const char* dies = std::getenv("WEFT_TEST_DIES_IN_STARTUP")) {
     int provided = 0;
@@ -47,7 +60,7 @@ int main(int argc, char** argv) {
   // Counted from process start, a slow start-up (the sanitizer build on a loaded machine) could let
   // the kill land inside start-up, which is a different failure with its own report and tests
   // (WEFT_TEST_DIES_IN_STARTUP, WEFT_TEST_DIES_BEFORE_JOINING).
-  if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES"))
+  if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES") && !external_fault)
     std::thread([] {
       while (!local_devices_created()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -97,6 +110,10 @@ int main(int argc, char** argv) {
         profiler::start();
         profiler::stop(trace);
       }
+    }
+    if (external_fault) {
+      run_step();
+      std::cout << "steps running" << std::endl;
     }
     for (;;) run_step();
   } catch (const Unavailable& e) {
