@@ -23,9 +23,11 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "cluster/build_identity.h"
 #include "runtime/device.h"
 
 namespace weft {
@@ -64,11 +66,25 @@ class StartupWatchdog {
   std::thread thread_;
 };
 
+// A task's device report, decoded as untrusted input (it comes over the network, before
+// anything else is checked): its devices, or the start-up error it reports instead (`error`).
+// InvalidArgument naming `task` for a report that is malformed: over kMaxDeviceReportBytes,
+// nested deeper than a report is, not JSON, or a field missing, of the wrong type or out of range.
+inline constexpr size_t kMaxDeviceReportBytes = size_t{1} << 20;
+struct DeviceReport {
+  std::vector<DeviceInfo> devices;
+  std::string error;
+  BuildIdentity build{"unknown", "unknown", "unknown"};  // its build of weft, when it says
+};
+DeviceReport parse_device_report(std::string_view text, const std::string& task);
+
 // The chief receives every task's device report, in rank order, naming the missing tasks to the
 // watchdog as it waits; the other tasks send theirs. A task with a start-up error of its own
 // (`error`, such as a GPU its spec gives that it cannot see) reports that instead of devices. The
 // chief then answers every task: when any reported an error, every task (the chief too) throws
-// InvalidArgument with every error, so each prints them and the job ends. On MPI_COMM_WORLD, with
+// InvalidArgument with every error, so each prints them and the job ends. A malformed report, or
+// one longer than kMaxDeviceReportBytes (its length is probed before anything is received or
+// allocated), is such an error, naming the task. On MPI_COMM_WORLD, with
 // tags of weft's own: nothing else runs on it yet.
 std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int rank, StartupWatchdog& watchdog,
                                                 const std::string& error = "");

@@ -10,8 +10,10 @@
 // longer than the receive posted for it, above the eager limit (4 KiB), is written past the end of
 // the receive's buffer (AddressSanitizer saw it: process_vm_readv into an 8 KiB frame). So a peer
 // that sends a frame longer than kFrameBytes, or a rendezvous payload longer than its header
-// announced, can overwrite memory here; a well-formed sender never does. Receiving untrusted
-// lengths safely needs a probe before the receive (issue 38's bounded inputs). A refused message's
+// announced, can overwrite memory here; a well-formed sender never does (SECURITY.md: peers are
+// trusted). Where a length is not known for sure it is probed before the receive (the engine's
+// probe_listen, for the rendezvous's tensor headers; start-up's device reports); frames and
+// payloads keep their fixed receives, the fast path. A refused message's
 // continuation is taken into a null buffer of no bytes: there Open MPI's single-copy read fails
 // ("Read -1, expected N, errno = 14" on stderr) and the receive completes as an error, writing
 // nothing.

@@ -199,7 +199,8 @@ MpiProgressEngine::Impl::Pace MpiProgressEngine::Impl::round() {
   adopt();
   std::vector<Completed>& completed = completed_;  // kept between rounds: no allocation per round
   completed.clear();
-  const bool busy = test(completed);
+  const bool probed = probe();
+  const bool busy = test(completed) || probed;
   for (Completed& c : completed) {
     try {
       c.done(c.status, c.error);
@@ -302,6 +303,10 @@ void MpiProgressEngine::Impl::give_up(ClientId client, std::chrono::milliseconds
     for (const auto& l : listeners_)
       if (l->client == client) l->dropped = true;
     std::erase_if(listeners_, [&](const std::shared_ptr<Listener>& l) { return l->client == client; });
+    for (const auto& p : probers_)
+      if (p->client == client) p->dropped = true;
+    std::erase_if(probers_, [&](const std::shared_ptr<Prober>& p) { return p->client == client; });
+    probers_changed_ = true;
   }
   adopt();
   std::lock_guard lock(table_mu_);
@@ -473,6 +478,10 @@ int MpiProgressEngine::irecv(ClientId client, void* buffer, int bytes, int peer,
 void MpiProgressEngine::listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
                                OnMessage on_message) {
   impl_->listen(client, comm, tag, source, max_bytes, std::move(on_message));
+}
+void MpiProgressEngine::probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
+                                     MpiOperation op, OnMessage on_message) {
+  impl_->probe_listen(client, comm, tag, source, max_bytes, std::move(op), std::move(on_message));
 }
 void MpiProgressEngine::cancel_client(ClientId client, std::chrono::milliseconds send_grace) {
   impl_->cancel_client(client, send_grace);

@@ -12,6 +12,7 @@
 //                [](const MPI_Status&, int error) { ... }, keep_alive);
 //   engine.send_message(client, comm, peer, kTag, bytes, n, keep_alive);    // messages of any length
 //   engine.listen(client, comm, kTag, MPI_ANY_SOURCE, max_bytes, [](MpiMessage m) { ... });
+//   engine.probe_listen(client, comm, kTag, MPI_ANY_SOURCE, max_bytes, op, [](MpiMessage m) { ... });
 //
 // Who drives: the engine's thread, and, in its place, a thread that waits for a completion and
 // calls drive_until (the chief waiting for a step's answers, a task waiting for its next
@@ -124,6 +125,16 @@ class MpiProgressEngine {
   // hands each whole to `on_message`, in the order they came. A message longer than `max_bytes`
   // is refused before anything is allocated for it: on_message gets its error.
   void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
+
+  // Takes every message of `tag` on `comm` (from `source`, or anyone), sent by plain sends of
+  // any length, and hands each whole to `on_message`: each is probed first (MPI_Improbe), its
+  // length checked against `max_bytes` before a buffer is allocated or a byte received, then
+  // received into a buffer of exactly that length. A longer one is taken into nothing and
+  // on_message gets its error. For receives whose length is not known for sure: a standing
+  // receive of a fixed size would be overrun by a longer message on Open MPI 4.1's single-copy
+  // path (comm/mpi_message_frame.h). Costs an MPI_Improbe per round.
+  void probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, MpiOperation op,
+                    OnMessage on_message);
 
   // Cancels every request of `client` and drops its listeners: receives at once, sends after up
   // to `send_grace` (most are delivered by then); what MPI cannot cancel is kept, with its

@@ -45,6 +45,8 @@ class MpiProgressEngine::Impl {
   ClientId add_client(std::string name, std::chrono::microseconds yield_after_traffic);
   void track(ClientId client, MPI_Request request, MpiOperation op, Done done, std::shared_ptr<const void> keep);
   void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
+  void probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, MpiOperation op,
+                    OnMessage on_message);
   void cancel_client(ClientId client, std::chrono::milliseconds send_grace);
   bool flush_sends(ClientId client, std::chrono::milliseconds timeout);
   void expect_traffic();
@@ -81,6 +83,16 @@ class MpiProgressEngine::Impl {
     std::deque<std::shared_ptr<Incoming>> incoming;
     bool dropped = false;  // its client was cancelled: its receive is not posted again
   };
+  // A probe_listen: probed every round.
+  struct Prober {
+    ClientId client = 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int tag = 0, source = MPI_ANY_SOURCE;
+    size_t max_bytes = 0;
+    MpiOperation op;
+    OnMessage on_message;
+    std::atomic<bool> dropped{false};  // its client was cancelled
+  };
   struct Completed {
     Done done;
     MPI_Status status;
@@ -113,6 +125,8 @@ class MpiProgressEngine::Impl {
   // A frame came (driving thread): the message is complete, or its continuation is posted.
   void on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error);
   bool test(std::vector<Completed>& completed);  // drive_mu_ held
+  // Probes each probe_listen for messages and starts their receives; whether any came (drive_mu_ held).
+  bool probe();
   void deliver_in_order(Listener& listener);         // drive_mu_ held
   // Removes the client's entries, cancelling what MPI can (drive_mu_ held).
   void give_up(ClientId client, std::chrono::milliseconds send_grace);
@@ -131,6 +145,9 @@ class MpiProgressEngine::Impl {
   std::vector<Client> clients_;
   std::vector<std::pair<MPI_Request, Entry>> inbox_;  // tracked, not adopted yet
   std::vector<std::shared_ptr<Listener>> listeners_;
+  std::vector<std::shared_ptr<Prober>> probers_;
+  std::atomic<bool> probers_changed_{false};  // probers_ changed since the driver copied it
+  std::vector<std::shared_ptr<Prober>> probing_;  // the driver's copy of probers_
   // The driver's hot loop reads these without the lock; they change under it (for the waits).
   std::atomic<bool> stop_{false};
   std::atomic<bool> inbox_ready_{false};  // inbox_ is not empty

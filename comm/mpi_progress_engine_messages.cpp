@@ -1,7 +1,8 @@
 // Messages of any length for the engine's listeners (comm/mpi_message_frame.h): the sender frames
 // them, and a listener's standing receive takes each frame, checks its length against the
 // listener's limit, receives the rest on the continuation tag, and hands the messages over in the
-// order their frames came.
+// order their frames came. And messages of any length for probe_listen: probed, their length
+// checked, then received into a buffer of exactly that length.
 #include <cstring>
 
 #include "comm/mpi_message_frame.h"
@@ -109,6 +110,88 @@ void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const
   }
   deliver_in_order(*l);
   if (!l->dropped) post_frame(l);
+}
+
+void MpiProgressEngine::Impl::probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
+                                           MpiOperation op, OnMessage on_message) {
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  auto p = std::make_shared<Prober>();
+  p->client = client;
+  p->comm = comm;
+  p->tag = tag;
+  p->source = source;
+  p->max_bytes = max_bytes;
+  p->op = std::move(op);
+  p->on_message = std::move(on_message);
+  {
+    std::lock_guard lock(mu_);
+    probers_.push_back(std::move(p));
+    probers_changed_ = true;
+  }
+  wake();
+}
+
+bool MpiProgressEngine::Impl::probe() {
+  if (probers_changed_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mu_);
+    probing_ = probers_;
+    probers_changed_ = false;
+  }
+  bool any = false;
+  for (const std::shared_ptr<Prober>& p : probing_) {
+    // A few per round: a burst of headers is taken quickly, and one sender cannot hold the round.
+    for (int k = 0; k < 16 && !p->dropped; ++k) {
+      int flag = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status;
+      if (MPI_Improbe(p->source, p->tag, p->comm, &flag, &message, &status) != MPI_SUCCESS || !flag) break;
+      any = true;
+      int count = -1;
+      if (MPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count == MPI_UNDEFINED) count = -1;
+      MpiMessage m;
+      m.source = status.MPI_SOURCE;
+      m.tag = p->tag;
+      if (count < 0 || static_cast<size_t>(count) > p->max_bytes) {
+        // Taken into nothing: MPI reports the truncation and writes no byte (on the single-copy
+        // path too, where the read into a null buffer fails), and the message leaves MPI's queue.
+        MPI_Request r = MPI_REQUEST_NULL;
+        if (MPI_Imrecv(nullptr, 0, MPI_BYTE, &message, &r) == MPI_SUCCESS)
+          track(p->client, r, {.kind = "refused message recv", .peer = m.source, .tag = p->tag},
+                [](const MPI_Status&, int) {}, nullptr);
+        m.error = "a message of " + (count < 0 ? std::string("unknown length") : std::to_string(count) + " bytes") +
+                  ", over the limit of " + std::to_string(p->max_bytes);
+        p->on_message(std::move(m));
+        continue;
+      }
+      auto in = std::make_shared<MpiMessage>(std::move(m));
+      in->bytes = static_cast<size_t>(count);
+      in->words.resize((in->bytes + 7) / 8);
+      MPI_Request r = MPI_REQUEST_NULL;
+      const int rc = MPI_Imrecv(in->words.data(), count, MPI_BYTE, &message, &r);
+      if (rc != MPI_SUCCESS) {
+        in->words.clear();
+        in->bytes = 0;
+        in->error = "a message that could not be received: " + mpi_error_string(rc);
+        p->on_message(std::move(*in));
+        continue;
+      }
+      MpiOperation op = p->op;
+      op.peer = in->source;
+      op.tag = p->tag;
+      op.bytes = in->bytes;
+      track(p->client, r, std::move(op),
+            [p, in](const MPI_Status&, int error) {
+              if (error != MPI_SUCCESS) {
+                in->words.clear();
+                in->bytes = 0;
+                in->error = "a message that could not be received: " + mpi_error_string(error);
+              }
+              if (!p->dropped) p->on_message(std::move(*in));
+            },
+            in);
+    }
+  }
+  return any;
 }
 
 void MpiProgressEngine::Impl::deliver_in_order(Listener& l) {

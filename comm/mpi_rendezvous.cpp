@@ -1,5 +1,7 @@
 #include "comm/mpi_rendezvous.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -68,8 +70,8 @@ class MpiRendezvous::Impl {
   std::string where() const { return "[rendezvous] rank " + std::to_string(me_) + ": "; }
 
   // On the engine's driving thread.
-  void post_header_recv();
-  void on_header(const MPI_Status& status, int error);
+  void listen_for_headers();
+  void on_header(const MpiMessage& message);
   void on_payload(const TransferPtr& t, const MPI_Status& status, int error, int expected);
   // A header whose payload comes by the device transport: the transport receives it.
   void receive_device_payload(int src, const WireHeader& header);
@@ -88,6 +90,7 @@ class MpiRendezvous::Impl {
   int me_ = 0;
   int size_ = 0;
   int tag_ub_ = 32767;
+  uint64_t max_payload_bytes_ = 0;  // options_.max_payload_bytes, or the machine's memory
 
   // Keys of this rank's devices meet here, and so do tensors arrived from peers with their recvs:
   // the two kinds of keys never overlap (their source ranks differ), so one table serves both and
@@ -95,7 +98,6 @@ class MpiRendezvous::Impl {
   LocalRendezvous table_;
 
   std::mutex mu_;  // guards everything below
-  bool stopping_ = false;  // the destructor has begun: no header receive is posted again
   std::exception_ptr aborted_;
   std::unordered_map<int64_t, std::exception_ptr> aborted_steps_;
   // Steps cleaned up lately: a tensor of one arriving later is dropped, not stored forever. A
@@ -104,8 +106,6 @@ class MpiRendezvous::Impl {
   std::deque<int64_t> cleaned_order_;
   std::vector<uint32_t> next_tag_;   // per destination rank
 
-  Tensor header_buf_;  // a tensor, so that a receive MPI would not cancel can keep it alive
-  std::shared_ptr<const void> header_keep_;  // header_buf_, as the engine's keep-alive (made once)
 };
 
 MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> rank_of,
@@ -141,18 +141,17 @@ MpiRendezvous::Impl::Impl(MPI_Comm comm, std::function<int(std::string_view)> ra
   // become an error here, not abort the process: the communicator carries tensors only, so its
   // error handler is ours to set.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  max_payload_bytes_ = options_.max_payload_bytes;
+  if (max_payload_bytes_ == 0) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    max_payload_bytes_ = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : UINT64_MAX;
+  }
   next_tag_.assign(static_cast<size_t>(size_), 0);
   if (payloads_) payloads_->set_failure_handler([this](std::exception_ptr error) { start_abort(std::move(error)); });
-  header_buf_ = Tensor::empty(DType::UInt8, {static_cast<int64_t>(options_.max_header_bytes)}, cpu_device());
-  header_keep_ = std::make_shared<Tensor>(header_buf_);
-  post_header_recv();
+  listen_for_headers();
 }
 
 MpiRendezvous::Impl::~Impl() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
   // Receives are cancelled at once; sends get half a second to be delivered (most are eager and
   // done by now). No completion of this client runs after this.
   engine_.cancel_client(client_, std::chrono::milliseconds(500));
@@ -278,22 +277,13 @@ void MpiRendezvous::Impl::cleanup_step(int64_t step_id) {
 
 // ---- MPI, through the engine ----
 
-void MpiRendezvous::Impl::post_header_recv() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-  }
-  const int rc = engine_.irecv(client_, header_buf_.raw_data(), static_cast<int>(options_.max_header_bytes),
-                               MPI_ANY_SOURCE, kMpiRendezvousHeaderTag, comm_,
-                               {.kind = "header recv", .tag = kMpiRendezvousHeaderTag, .standing = true},
-                               [this](const MPI_Status& status, int error) {
-                                 on_header(status, error);
-                                 post_header_recv();
-                               },
-                               header_keep_);
-  if (rc != MPI_SUCCESS)
-    start_abort(std::make_exception_ptr(
-        Unavailable(where() + "cannot post the receive of tensor headers: " + mpi_error_string(rc))));
+void MpiRendezvous::Impl::listen_for_headers() {
+  // Probed, not a standing receive: a header's length is checked before a byte of it is written
+  // (a longer message would overrun a fixed receive on Open MPI's single-copy path). Payloads,
+  // whose length a checked header has fixed, are received without a probe.
+  engine_.probe_listen(client_, comm_, kMpiRendezvousHeaderTag, MPI_ANY_SOURCE, options_.max_header_bytes,
+                       {.kind = "header recv", .tag = kMpiRendezvousHeaderTag},
+                       [this](MpiMessage message) { on_header(message); });
 }
 
 void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
@@ -335,25 +325,27 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
   }
 }
 
-void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
-  const int src = status.MPI_SOURCE;
-  if (error != MPI_SUCCESS) {
-    peer_broken(src, "a header that could not be received (" + mpi_error_string(error) + "; over " +
-                         std::to_string(options_.max_header_bytes) + " bytes?)");
+void MpiRendezvous::Impl::on_header(const MpiMessage& message) {
+  const int src = message.source;
+  if (!message.error.empty()) {
+    peer_broken(src, "a header that could not be taken: " + message.error);
     return;
   }
-  int count = 0;
-  MPI_Get_count(&status, MPI_BYTE, &count);
   auto t = std::make_shared<Transfer>();
   t->is_recv = true;
   t->peer = src;
   try {
-    t->header = mpi_wire::decode_header(std::string_view(static_cast<const char*>(header_buf_.raw_data()), static_cast<size_t>(std::max(count, 0))),
-                                        {options_.max_header_bytes, tag_ub_});
+    t->header = mpi_wire::decode_header(
+        std::string_view(reinterpret_cast<const char*>(message.words.data()), message.bytes),
+        {options_.max_header_bytes, tag_ub_});
     const RendezvousKey& key = t->header.key;
     if (rank_of_(key.src_device) != src || rank_of_(key.dst_device) != me_)
       throw InvalidArgument("key " + key.to_string() + " is not a tensor from rank " + std::to_string(src) +
                             " to rank " + std::to_string(me_));
+    if (t->header.total_bytes > max_payload_bytes_)
+      throw InvalidArgument("key " + key.to_string() + " announces " + std::to_string(t->header.total_bytes) +
+                            " bytes, over the limit of " + std::to_string(max_payload_bytes_) +
+                            " (MpiRendezvousOptions::max_payload_bytes; by default this machine's memory)");
     if (t->header.has_value && !t->header.device) t->value = Tensor::empty(t->header.dtype, t->header.shape, cpu_device());
   } catch (const std::exception& e) {
     peer_broken(src, std::string("a damaged header: ") + e.what());

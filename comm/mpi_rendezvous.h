@@ -49,6 +49,9 @@ struct MpiRendezvousOptions {
   size_t max_message_bytes = size_t{1} << 30;
   // The largest header accepted from a peer; a bigger one is a damaged message (an error).
   size_t max_header_bytes = size_t{1} << 16;
+  // The largest tensor accepted from a peer: a header announcing more is damaged, refused before
+  // anything is allocated for it. 0: this machine's physical memory.
+  uint64_t max_payload_bytes = 0;
   // Moves the bytes of GPU tensors between GPUs of different tasks; null: the rendezvous sends
   // host tensors only (a GPU's Send kernel then stages its tensor in host memory). Owned by the
   // rendezvous, which destroys it (and with it the transport's thread) before its own state.

@@ -1,14 +1,20 @@
 #include "runtime/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace weft {
 
@@ -38,10 +44,50 @@ size_t read_some(gzFile f, const std::string& path, void* dst, size_t bytes) {
   return done;
 }
 
-GzFile open_idx(const std::string& path) {
-  GzFile f(gzopen(path.c_str(), "rb"));
-  if (!f) throw NotFound("[idx] cannot open " + path);
-  return f;
+// deflate's largest expansion (RFC 1951: a 258-byte match per 2 bits, about 1032:1), so the data a
+// gzip file can hold is bounded by its size: a header that claims more is a lie, refused before
+// anything is read or allocated.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kDefaultMaxBytes = uint64_t{8} << 30;
+
+// The largest data an IDX file may hold: WEFT_IDX_MAX_BYTES, or 8 GiB. A file that really holds
+// more (a decompression bomb that does not lie in its header) is refused before it is read.
+uint64_t max_data_bytes(const std::string& path) {
+  const char* env = std::getenv("WEFT_IDX_MAX_BYTES");
+  if (!env || !*env) return kDefaultMaxBytes;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(env, &end, 10);
+  if (errno != 0 || *end != '\0' || *env == '-' || v == 0)
+    throw InvalidArgument("[idx] " + path + ": WEFT_IDX_MAX_BYTES='" + env + "' is not a positive number of bytes");
+  return v;
+}
+
+struct Opened {
+  GzFile file;
+  uint64_t file_bytes = 0;  // on disk
+  bool compressed = false;
+};
+
+Opened open_idx(const std::string& path) {
+  // Non-blocking: a FIFO under the name is refused below instead of waiting for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw_io_error("idx", "cannot open", path, errno);
+  struct stat st;
+  unsigned char magic[2] = {0, 0};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InvalidArgument("[idx] " + path + " is not a regular file");
+  }
+  Opened o;
+  o.file_bytes = static_cast<uint64_t>(st.st_size);
+  o.compressed = ::pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  o.file.reset(gzdopen(fd, "rb"));  // owns fd from here
+  if (!o.file) {
+    ::close(fd);
+    throw Unavailable("[idx] cannot read " + path + " (zlib could not open it)");
+  }
+  return o;
 }
 
 struct Header {
@@ -89,31 +135,51 @@ Header read_header(gzFile f, const std::string& path) {
   return h;
 }
 
+// What the header claims against what the file can hold, before any data is read.
+void check_size(const Header& h, const Opened& o, const std::string& path) {
+  const uint64_t want = static_cast<uint64_t>(h.count) * h.file_elem;
+  const uint64_t header_bytes = 4 + 4 * static_cast<uint64_t>(h.array.shape.rank());
+  const std::string claim = "header declares " + h.array.shape.to_string() + ", " + std::to_string(want) + " bytes of data";
+  if (!o.compressed && header_bytes + want > o.file_bytes)
+    throw DataLoss("[idx] " + path + ": truncated: " + claim + ", the file has " +
+                   std::to_string(o.file_bytes - std::min(o.file_bytes, header_bytes)));
+  if (!o.compressed && header_bytes + want < o.file_bytes)
+    throw DataLoss("[idx] " + path + ": file has data beyond the " + std::to_string(want) + " bytes its header declares");
+  if (o.compressed && want / kMaxDeflateRatio > o.file_bytes)
+    throw DataLoss("[idx] " + path + ": " + claim + ", more than a gzip file of " + std::to_string(o.file_bytes) +
+                   " bytes can hold (deflate expands at most " + std::to_string(kMaxDeflateRatio) + ":1)");
+  if (const uint64_t limit = max_data_bytes(path); want > limit)
+    throw InvalidArgument("[idx] " + path + ": " + claim + ", over the limit of " + std::to_string(limit) +
+                          " (WEFT_IDX_MAX_BYTES raises it)");
+}
+
 }  // namespace
 
 ArrayHeader read_idx_header(const std::string& path) {
-  GzFile f = open_idx(path);
-  return read_header(f.get(), path).array;
+  Opened o = open_idx(path);
+  return read_header(o.file.get(), path).array;
 }
 
 Tensor read_idx(const std::string& path) {
-  GzFile f = open_idx(path);
-  const Header h = read_header(f.get(), path);
+  Opened o = open_idx(path);
+  gzFile f = o.file.get();
+  const Header h = read_header(f, path);
+  check_size(h, o, path);
   // Read in chunks that start small and double, so a lying header costs memory in proportion to
-  // the data really present (a 100-byte file declaring gigabytes allocates 1 MiB, not 64).
+  // the data really present (a gzip file of a few bytes declaring gigabytes allocates 1 MiB).
   std::vector<unsigned char> raw;
   const size_t want = static_cast<size_t>(h.count) * h.file_elem;
   while (raw.size() < want) {
     size_t old = raw.size();
     size_t chunk = std::min<size_t>(want - old, std::clamp<size_t>(old, size_t{1} << 20, size_t{64} << 20));
     raw.resize(old + chunk);
-    size_t got = read_some(f.get(), path, raw.data() + old, chunk);
+    size_t got = read_some(f, path, raw.data() + old, chunk);
     if (got < chunk)
       throw DataLoss("[idx] " + path + ": truncated: header promises " + std::to_string(want) +
                      " bytes of data, file has " + std::to_string(old + got));
   }
   unsigned char extra;
-  if (read_some(f.get(), path, &extra, 1) != 0)
+  if (read_some(f, path, &extra, 1) != 0)
     throw DataLoss("[idx] " + path + ": file has data beyond the " + std::to_string(want) + " bytes its header declares");
 
   Tensor t = Tensor::empty(h.array.dtype, h.array.shape);

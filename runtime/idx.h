@@ -5,7 +5,11 @@
 //   ArrayHeader h = read_idx_header("train-labels-idx1-ubyte.gz");  // uint8 (60000,), no data read
 //
 // Files are untrusted: a missing file is NotFound, a wrong magic number, a truncated file or data
-// beyond what the header declares is DataLoss; every message names the path.
+// beyond what the header declares is DataLoss; every message names the path. Sizes are checked
+// before anything is allocated: a header that claims more data than the file holds (plain) or
+// can hold (gzip: deflate expands at most 1032:1) is DataLoss, and data over WEFT_IDX_MAX_BYTES
+// (default 8 GiB: a decompression bomb) InvalidArgument. Something other than a regular file (a
+// FIFO, a device) is InvalidArgument, refused without waiting on it.
 #pragma once
 
 #include <string>

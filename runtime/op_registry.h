@@ -126,6 +126,9 @@ struct OpDef {
   PrepareFn prepare = nullptr;  // null: the kernels derive everything from the attributes per call
   uint32_t flags = 0;
   int kernel_dtype_input = 0;  // input whose dtype selects the kernel; -1 selects by output 0
+  // The String attributes that name files the kernel reads or writes: a graph is a program, and
+  // tools say which of its nodes touch the file system (weft-run). Empty for pure ops.
+  std::vector<std::string> file_attrs;
 
   KernelFn kernels[kNumDeviceTypes][kNumDTypes] = {};
   AsyncKernelFn async_kernels[kNumDeviceTypes][kNumDTypes] = {};

@@ -354,7 +354,8 @@ TensorFile decode_tensors(const std::string& bytes, const std::string& source_na
 }
 
 TensorFile load_tensors(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO under the name is refused as not a file instead of waiting for a writer.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) io_error("cannot open", path, errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) io_error("cannot stat", path, errno);

@@ -64,4 +64,24 @@ std::vector<std::string> output_names(const GraphIR& g) {
   return names;
 }
 
+std::vector<std::string> file_system_nodes(const GraphIR& g) {
+  std::vector<std::string> out;
+  for (int32_t id : g.node_ids()) {
+    const Node& n = g.node(id);
+    if (!n.op->file_attrs.empty()) {
+      std::string line = n.name + " (" + n.type();
+      for (size_t i = 0; i < n.op->file_attrs.size(); ++i) {
+        const AttrValue* v = n.attrs.find(n.op->file_attrs[i]);
+        const std::string* path = v ? std::get_if<std::string>(v) : nullptr;
+        line += (i ? ", " : ": ") + n.op->file_attrs[i] + "=" + (path ? *path : "?");
+      }
+      out.push_back(line + ")");
+    }
+    for (const auto& [name, value] : n.attrs)
+      if (const GraphAttr* body = std::get_if<GraphAttr>(&value); body && *body)
+        for (std::string& inner : file_system_nodes(**body)) out.push_back(n.name + "/" + inner);
+  }
+  return out;
+}
+
 }  // namespace weft::tools

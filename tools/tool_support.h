@@ -23,4 +23,9 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<void()>& 
 // ("MatMul:0"), for a graph that is a function body; else nothing.
 std::vector<std::string> output_names(const GraphIR& g);
 
+// The nodes of `g` (and of the graphs its control-flow nodes hold) whose ops read or write files
+// (OpDef::file_attrs), each as "name (Op: attr=path, ...)": a graph is a program, and a user about
+// to run one should know what it touches.
+std::vector<std::string> file_system_nodes(const GraphIR& g);
+
 }  // namespace weft::tools

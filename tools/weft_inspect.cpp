@@ -93,6 +93,13 @@ void print_summary(const std::string& path, const GraphIR& g) {
   std::cout << "ops (" << ops.size() << " types):\n";
   for (const auto& [type, n] : ops) std::cout << "  " << type << std::string(width - type.size() + 2, ' ') << n << "\n";
 
+  // Only named: inspecting a graph never opens the files its nodes name.
+  const std::vector<std::string> touching = file_system_nodes(g);
+  if (!touching.empty()) {
+    std::cout << "nodes that read or write files (" << touching.size() << "):\n";
+    for (const std::string& t : touching) std::cout << "  " << t << "\n";
+  }
+
   std::vector<const Node*> inputs;
   for (int32_t id : g.node_ids())
     if (g.node(id).type() == "Placeholder") inputs.push_back(&g.node(id));

@@ -5,7 +5,9 @@
 //
 // A feed or fetch names a tensor: "input_0" means "input_0:0". Without --fetch, the model's
 // outputs (output_0, output_1, ...) are fetched; a model without outputs runs its side effects
-// (the target "side_effects"). Any failure is one line on stderr,
+// (the target "side_effects"). A graph whose nodes read or write files (a graph is a program:
+// ReadShardedBatch reads the files it names) is said so in one line on stderr before it runs. Any
+// failure is one line on stderr,
 // "weft-run: error: ...", and a non-zero exit status.
 #include <cctype>
 #include <filesystem>
@@ -54,8 +56,14 @@ std::string file_name_for(const GraphIR& g, Endpoint e) {
 }
 
 void run(const Options& o) {
-  Graph graph = Graph::load(o.model);
+  Graph graph = Graph::load(o.model);  // loading opens no file the graph names
   const GraphIR& g = graph.ir();
+  // A graph is a program: before running it, one line says which of its nodes touch files.
+  if (const std::vector<std::string> touching = file_system_nodes(g); !touching.empty()) {
+    std::string line = "weft-run: nodes of this graph that read or write files:";
+    for (size_t i = 0; i < touching.size(); ++i) line += (i ? "; " : " ") + touching[i];
+    std::cerr << line << "\n";
+  }
 
   std::vector<std::pair<TensorRef, Tensor>> feeds;
   std::map<Endpoint, std::string> fed;

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 #include <system_error>
+
+#include "runtime/file_io.h"
 
 namespace weft {
 
@@ -41,6 +45,12 @@ std::vector<std::pair<int64_t, std::string>> scan_dir(const std::string& directo
 
 }  // namespace
 
+void CheckpointManager::remove_stale_temporaries() const {
+  // Any checkpoint's, not only the one about to be written: a save killed while writing number 7
+  // leaves a temporary that no later save of number 7 may come to remove.
+  weft::remove_stale_temporaries(directory_, [&](std::string_view target) { return number_of(std::string(target), prefix_) >= 0; });
+}
+
 CheckpointManager::CheckpointManager(Checkpoint checkpoint, std::string directory, int max_to_keep, std::string prefix)
     : checkpoint_(std::move(checkpoint)), directory_(std::move(directory)), max_to_keep_(max_to_keep), prefix_(std::move(prefix)) {
   if (max_to_keep_ < 1)
@@ -68,6 +78,7 @@ std::string CheckpointManager::save(int64_t checkpoint_number) {
   if (checkpoint_number < 0)
     throw InvalidArgument("[checkpoint] checkpoint numbers are non-negative, got " + std::to_string(checkpoint_number));
   std::string path = (fs::path(directory_) / (prefix_ + "-" + std::to_string(checkpoint_number) + kSuffix)).string();
+  remove_stale_temporaries();
   checkpoint_.save(path, {{"checkpoint_number", std::to_string(checkpoint_number)}});
   // Only after the new file is complete: a crash before this point loses no old checkpoint.
   auto all = scan();
@@ -87,9 +98,26 @@ std::vector<std::string> CheckpointManager::checkpoints() const {
 std::string CheckpointManager::latest_checkpoint() const { return weft::latest_checkpoint(directory_, prefix_); }
 
 std::string CheckpointManager::restore_or_initialize(const RestoreOptions& options) {
-  std::string latest = latest_checkpoint();
-  if (!latest.empty()) checkpoint_.restore(latest, options);
-  return latest;
+  remove_stale_temporaries();
+  const auto all = scan();
+  // Newest first. A damaged file (DataLoss: truncated, a checksum that does not match) is passed
+  // over for the one before it, loudly; any other error (a checkpoint of another model, a missing
+  // variable) is the caller's to see. A failed restore changes no variable.
+  std::string damaged;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      checkpoint_.restore(it->path, options);
+      return it->path;
+    } catch (const DataLoss& e) {
+      std::cerr << "weft: warning: [checkpoint] " << it->path << " is damaged, "
+                << (std::next(it) == all.rend() ? "and there is no older checkpoint" : "restoring the one before it")
+                << ": " << e.what() << "\n";
+      damaged += (damaged.empty() ? "" : ", ") + it->path;
+    }
+  }
+  if (!damaged.empty())
+    throw DataLoss("[checkpoint] every checkpoint in " + directory_ + " is damaged: " + damaged);
+  return "";
 }
 
 std::string latest_checkpoint(const std::string& directory, const std::string& prefix) {

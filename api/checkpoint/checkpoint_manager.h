@@ -6,7 +6,8 @@
 //
 // The directory itself is the index: checkpoints are the files named <prefix>-<n>.safetensors,
 // ordered by n. Each is written atomically, so a crash at any moment leaves only complete
-// checkpoints under those names, and nothing separate can disagree with the files.
+// checkpoints under those names, and nothing separate can disagree with the files. Temporaries
+// of a save that was killed are removed by the next save or restore (runtime/file_io.h).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,9 @@ class CheckpointManager {
   std::string latest_checkpoint() const;
   // Every checkpoint's path, oldest first.
   std::vector<std::string> checkpoints() const;
-  // Restores the newest checkpoint and returns its path; "" (and nothing restored) if none.
+  // Restores the newest checkpoint and returns its path; "" (and nothing restored) if none. A
+  // damaged checkpoint (DataLoss) is passed over for the one before it, with a warning on stderr
+  // naming it; DataLoss naming them when every one is damaged.
   std::string restore_or_initialize(const RestoreOptions& options = {});
 
   const Checkpoint& checkpoint() const { return checkpoint_; }
@@ -43,6 +46,7 @@ class CheckpointManager {
     std::string path;
   };
   std::vector<Numbered> scan() const;
+  void remove_stale_temporaries() const;
 
   Checkpoint checkpoint_;
   std::string directory_;

@@ -42,17 +42,12 @@ void infer_read_sharded_batch(InferContext& ctx) {
   if (a.get_or<int64_t>("flip_seed", -1) < -1)
     ctx.fail("flip_seed must be >= 0, or -1 for no flips; got " + std::to_string(a.get<int64_t>("flip_seed")));
   const bool augments = a.get_or<int64_t>("crop_padding", 0) > 0 || a.get_or<int64_t>("flip_seed", -1) >= 0;
-  Shape example;
-  if (const AttrValue* s = a.find("example_shape")) {
-    example = std::get<Shape>(*s);
-    for (int64_t d : example)
-      if (d < 0) ctx.fail("example_shape " + example.to_string() + " has a negative dimension");
-  } else {
-    // Only the header: a few bytes, so building the graph does not load the data.
-    const ArrayHeader h = read_array_header(spec.format, spec.features);
-    if (h.shape.rank() < 1) ctx.fail(spec.features + " holds a scalar, not a sequence of examples");
-    example = Shape(h.shape.dims().subspan(1));
-  }
+  // From the attribute only: inferring shapes opens no file, so loading or inspecting a graph
+  // has no side effects (a path naming a FIFO or a device would block or consume it). The
+  // kernel checks the file against it when it runs.
+  const Shape example = a.get<Shape>("example_shape");
+  for (int64_t d : example)
+    if (d < 0) ctx.fail("example_shape " + example.to_string() + " has a negative dimension");
   if (augments && example.rank() != 2 && example.rank() != 3)
     ctx.fail("random crops and flips need image examples (H, W) or (H, W, C), got " + example.to_string());
   const int64_t rows = spec.drop_remainder ? shard_rows(spec.global_batch, spec.num_replicas, replica).count : -1;
@@ -81,12 +76,13 @@ void register_input_defs() {
                                {"replica", AttrType::Int}, {"num_replicas", AttrType::Int},
                                {"seed", AttrType::Int}, {"drop_remainder", AttrType::Bool},
                                {"scale", AttrType::Float}, {"source", AttrType::String},
-                               {"example_shape", AttrType::Shape, false}, {"start_batch", AttrType::Int, false},
+                               {"example_shape", AttrType::Shape}, {"start_batch", AttrType::Int, false},
                                {"features_dtype", AttrType::Type, false}, {"labels_dtype", AttrType::Type, false},
                                {"crop_padding", AttrType::Int, false}, {"crop_seed", AttrType::Int, false},
                                {"flip_seed", AttrType::Int, false}},
                      .infer = infer_read_sharded_batch, .cost = read_cost,
-                     .flags = kStateful | kSetsOutputs | kNotDifferentiable, .kernel_dtype_input = -1});
+                     .flags = kStateful | kSetsOutputs | kNotDifferentiable, .kernel_dtype_input = -1,
+                     .file_attrs = {"features", "labels"}});
 }
 
 }  // namespace weft::defs

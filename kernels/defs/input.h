@@ -11,8 +11,8 @@
 //   scale           Float   features are cast to float32 and multiplied by it (1/255 for pixels)
 //   source          String  names the input: nodes with the same source and replica in one
 //                           process share one cursor (runtime/sharded_input.h)
-//   example_shape   Shape   optional: one example's shape; without it the definition reads the
-//                           features file's header to learn it
+//   example_shape   Shape   one example's shape (data::ShardedInput reads it from the file's
+//                           header when the node is made; shape inference opens no file)
 //   features_dtype  Type    optional, float32 (the only one supported)
 //   labels_dtype    Type    optional, int32 (the only one supported)
 //   crop_padding    Int     optional, >= 0: pad each example (H, W[, C]) by this many zero pixels

@@ -352,6 +352,9 @@ TEST(Checkpoint, SaveKilledMidwayLeavesThePreviousCheckpoint) {
   const float first = p[0];
   EXPECT_TRUE(first == 1.0f || first == 2.0f) << first;
   EXPECT_EQ(std::count(p, p + n, first), n);
+  // The next save removes what the killed one left.
+  ckpt.save(path);
+  EXPECT_EQ(temporaries(), 0);
 }
 
 // The interpreter is WEFT_TEST_SAFETENSORS_PYTHON from CMake: by default the venv scripts/setup

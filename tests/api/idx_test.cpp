@@ -1,6 +1,7 @@
 // IDX reading: files written here, plain and gzip, good and broken.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -217,6 +218,29 @@ TEST_F(IdxTest, GiganticHeadersFailWithoutAllocating) {
   // Peak RSS only grows past earlier peaks, so this catches the gross case (allocating what the
   // header declares), not every megabyte.
   EXPECT_LT(max_rss_kib() - rss_before, 128L * 1024) << "KiB of peak memory for files of a few hundred bytes";
+}
+
+// A gzip file whose header does not lie but whose data is huge (zeros compress 1000:1): refused
+// by the limit, before reading, naming the file and the setting.
+TEST_F(IdxTest, DecompressionBombsAreRefusedBeforeReading) {
+  const std::string bomb = write_gz("bomb.gz", header(0x08, {4u << 20}) + Bytes(4u << 20, 0));
+  ASSERT_LT(fs::file_size(bomb), 64u << 10);
+  ASSERT_EQ(::setenv("WEFT_IDX_MAX_BYTES", "1048576", 1), 0);
+  expect_error<InvalidArgument>(bomb, "WEFT_IDX_MAX_BYTES");
+  ASSERT_EQ(::setenv("WEFT_IDX_MAX_BYTES", "lots", 1), 0);
+  expect_error<InvalidArgument>(bomb, "WEFT_IDX_MAX_BYTES='lots'");
+  ::unsetenv("WEFT_IDX_MAX_BYTES");
+  EXPECT_EQ(data::read_idx(bomb).shape(), (Shape{4 << 20}));
+  // A header claiming more than any gzip file of its size can hold is a lie, found from the sizes.
+  for (const std::string& p : {write_gz("liar.gz", header(0x08, {1u << 30}) + Bytes(100, 0))})
+    expect_error<DataLoss>(p, "can hold");
+}
+
+TEST_F(IdxTest, SomethingOtherThanAFileIsRefusedWithoutWaiting) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error<InvalidArgument>(fifo, "not a regular file");  // would block until a writer came
+  expect_error<InvalidArgument>(dir_.string(), "not a regular file");
 }
 
 TEST(FashionMnist, RealFilesLoad) {

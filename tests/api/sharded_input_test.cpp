@@ -1,6 +1,7 @@
 // ReadShardedBatch and data::ShardedInput: each replica's rows against the global batch split,
 // epochs, shuffling, positions, eager vs traced, errors; files written here (IDX and .npy).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ class ShardedInputTest : public ::testing::Test {
     return {{"format", std::string("idx")}, {"features", images_}, {"labels", labels_},
             {"global_batch", global_batch}, {"replica", replica}, {"num_replicas", replicas},
             {"seed", int64_t{-1}}, {"drop_remainder", false}, {"scale", 1.0},
-            {"source", std::string("raw")}};
+            {"source", std::string("raw")}, {"example_shape", Shape{2, 3}}};
   }
 
   fs::path dir_;
@@ -388,6 +389,35 @@ TEST_F(ShardedInputTest, BadAttributesFailWhenTheGraphIsBuilt) {
   expect_error<InvalidArgument>([&] { data::ShardedInput::idx(images_, labels_, 4).shuffle(-3); }, {"seed"});
   auto in = data::ShardedInput::idx(images_, labels_, 4);
   expect_error<InvalidArgument>([&] { in.read(3, 3); }, {"replica 3"});
+}
+
+// Shape inference reads the example shape from the node, never from the files: building or
+// loading a graph opens nothing (a FIFO here would block until a writer came).
+TEST_F(ShardedInputTest, ShapeInferenceOpensNoFile) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Attrs a = attrs(0, 2);
+  a.set("features", fifo);
+  a.set("labels", fifo);
+  Graph g;
+  {
+    GraphScope scope(g);
+    std::vector<Tensor> out = dispatch(op_def("ReadShardedBatch"), {}, a);
+    EXPECT_EQ(out[0].shape(), (Shape{-1, 2, 3}));
+  }
+  const std::string saved = (dir_ / "fifo_graph.capnp").string();
+  g.save(saved);
+  EXPECT_NO_THROW(Graph::load(saved));
+  Attrs without;
+  for (const auto& [name, value] : attrs(0, 2))
+    if (name != "example_shape") without.set(name, value);
+  Graph h;
+  expect_error<InvalidArgument>([&] {
+    GraphScope scope(h);
+    dispatch(op_def("ReadShardedBatch"), {}, without);
+  }, {"example_shape"});
+  // At run time the kernel refuses the FIFO at once rather than wait on it.
+  expect_error<InvalidArgument>([&] { dispatch(op_def("ReadShardedBatch"), {}, a); }, {fifo, "not a regular file"});
 }
 
 TEST_F(ShardedInputTest, MalformedFilesAreDataLossNamingThem) {

@@ -2,7 +2,8 @@
 #
 #   TOOL      the executable
 #   ARGS      its arguments, separated by "@@" (a CMake list would be split by add_test)
-#   FAIL      ON: the tool must fail, printing exactly one line to stderr, "<tool>: error: ...";
+#   FAIL      ON: the tool must fail, its last line on stderr "<tool>: error: ...", the lines before
+#             (if any) the tool's own notes "<tool>: ...";
 #             OFF: it must succeed and print nothing to stderr
 #   STDOUT    substrings its standard output must contain, "@@"-separated
 #   STDERR    substrings its standard error must contain, "@@"-separated
@@ -54,9 +55,10 @@ if(FAIL)
   elseif(NOT rc MATCHES "^[0-9]+$")
     string(APPEND failures "the tool did not exit normally: ${rc}\n")
   endif()
-  # One line: the error, and nothing else (no sanitizer report, no stack, no second message).
-  if(NOT err MATCHES "^${tool_name}: error: [^\n]+\n$")
-    string(APPEND failures "stderr is not one line starting '${tool_name}: error: '\n")
+  # The error as its last line, and nothing else (no sanitizer report, no stack, no second error):
+  # only the tool's own notes before it ("weft-run: nodes of this graph that read or write files: ...").
+  if(NOT err MATCHES "^(${tool_name}: [^\n]+\n)*${tool_name}: error: [^\n]+\n$")
+    string(APPEND failures "stderr is not the tool's notes and one last line starting '${tool_name}: error: '\n")
   endif()
 else()
   if(NOT rc EQUAL 0)

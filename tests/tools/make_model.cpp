@@ -9,9 +9,12 @@
 //   DIR/x.npy, DIR/k.npy         its inputs (float32 (2, 4), int32 (2, 3))
 //   DIR/expected_<i>.npy         what calling the function returned for output_i
 //   DIR/x_int.npy, DIR/x_wide.npy, DIR/garbage.npy, DIR/bad_model/   for the error cases
+//   DIR/fifo_graph.capnp         a graph whose ReadShardedBatch names DIR/fifo, a FIFO
 //
 // The expected outputs come from calling the traced function in this process, so weft-run must
 // reproduce them bit for bit from the saved graph and values alone.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +22,7 @@
 
 #include <weft/weft.h>
 
+#include "api/dispatch.h"
 #include "runtime/npy.h"
 
 using namespace weft;
@@ -88,6 +92,21 @@ int main(int argc, char** argv) {
     save_npy((dir / "x_wide.npy").string(), constant(std::vector<float>(10, 1.f), Shape{2, 5}));  // wrong shape
     std::ofstream(dir / "garbage.npy") << "this is not a .npy file\n";
     std::ofstream(dir / "bad_model" / "graph.capnp") << "this is not a graph either\n";
+
+    // A graph that reads files, named as FIFOs: inspecting it must open neither (it would wait for
+    // a writer), running it must say it reads them and refuse them at once.
+    const std::string fifo = (dir / "fifo").string();
+    if (::mkfifo(fifo.c_str(), 0600) != 0) throw std::runtime_error("mkfifo " + fifo + " failed");
+    Graph reader;
+    {
+      GraphScope scope(reader);
+      const Attrs attrs{{"format", std::string("idx")}, {"features", fifo}, {"labels", fifo},
+                        {"global_batch", int64_t{4}}, {"replica", int64_t{0}}, {"num_replicas", int64_t{1}},
+                        {"seed", int64_t{-1}}, {"drop_remainder", false}, {"scale", 1.0},
+                        {"source", std::string("fifo")}, {"example_shape", Shape{2, 2}}};
+      identity(dispatch(op_def("ReadShardedBatch"), {}, attrs)[0], "output_0");
+    }
+    reader.save((dir / "fifo_graph.capnp").string());
   } catch (const std::exception& e) {
     std::cerr << "make_model: " << e.what() << "\n";
     return 1;
