@@ -19,6 +19,7 @@
 
 #include "api/context.h"
 #include "api/variable.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -63,7 +64,7 @@ class GradientTape final : public OpObserver {
   };
   void install();
   void uninstall();
-  bool tracked(const Tensor& t) const { return tracked_.count(t.impl_or_null()) != 0; }
+  bool tracked(const Tensor& t) const { return tracked_.count(tensor_impl_or_null(t)) != 0; }
   void track(const Tensor& t);
   std::vector<Tensor> backprop(const Tensor& target, const std::vector<std::vector<Tensor>>& sources);
 

@@ -16,6 +16,7 @@
 #include "comm/mpi_rendezvous_wire.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -283,7 +284,7 @@ void MpiRendezvous::Impl::post_header_recv() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
   }
-  const int rc = engine_.irecv(client_, header_buf_.raw_data(), static_cast<int>(options_.max_header_bytes),
+  const int rc = engine_.irecv(client_, raw_data(header_buf_), static_cast<int>(options_.max_header_bytes),
                                MPI_ANY_SOURCE, kMpiRendezvousHeaderTag, comm_,
                                {.kind = "header recv", .tag = kMpiRendezvousHeaderTag, .standing = true},
                                [this](const MPI_Status& status, int error) {
@@ -323,7 +324,7 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
                           .bytes = t->header_bytes.size(), .describe = describe_transfer},
                          sent, t);
   if (rc != MPI_SUCCESS) return fail(rc, 1 + chunks);
-  auto* base = chunks ? static_cast<char*>(t->value.raw_data()) : nullptr;  // a device's tensor went to its transport
+  auto* base = chunks ? static_cast<char*>(raw_data(t->value)) : nullptr;  // a device's tensor went to its transport
   for (uint64_t k = 0; k < chunks; ++k) {
     const uint64_t off = k * chunk;
     const auto count = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
@@ -348,7 +349,7 @@ void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
   t->is_recv = true;
   t->peer = src;
   try {
-    t->header = mpi_wire::decode_header(std::string_view(static_cast<const char*>(header_buf_.raw_data()), static_cast<size_t>(std::max(count, 0))),
+    t->header = mpi_wire::decode_header(std::string_view(static_cast<const char*>(raw_data(header_buf_)), static_cast<size_t>(std::max(count, 0))),
                                         {options_.max_header_bytes, tag_ub_});
     const RendezvousKey& key = t->header.key;
     if (rank_of_(key.src_device) != src || rank_of_(key.dst_device) != me_)
@@ -364,7 +365,7 @@ void MpiRendezvous::Impl::on_header(const MPI_Status& status, int error) {
   const uint64_t chunks = (t->header.total_bytes + chunk - 1) / chunk;
   if (chunks == 0) return deliver(t->header.key, std::move(t->value), t->header.is_dead);
   t->outstanding = static_cast<int>(chunks);
-  auto* base = static_cast<char*>(t->value.raw_data());
+  auto* base = static_cast<char*>(raw_data(t->value));
   for (uint64_t k = 0; k < chunks; ++k) {
     const uint64_t off = k * chunk;
     const auto n = static_cast<int>(std::min(chunk, t->header.total_bytes - off));

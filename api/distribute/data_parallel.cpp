@@ -16,6 +16,7 @@
 #include "comm/step_collectives.h"
 #include "runtime/device_name.h"
 #include "runtime/shard_split.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft::distribute {
@@ -326,7 +327,7 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
       const size_t row_bytes = a.nbytes() / static_cast<size_t>(rows);
       const Tensor host = a.device_ptr() && a.device_ptr()->type() == DeviceType::CPU ? a : a.to(nullptr);
       feeds.push_back(Tensor::from_host(a.dtype(), shape,
-                                        static_cast<const char*>(host.raw_data()) + static_cast<size_t>(start) * row_bytes));
+                                        static_cast<const char*>(raw_data(host)) + static_cast<size_t>(start) * row_bytes));
     }
     const float weight = static_cast<float>(static_cast<double>(n) / static_cast<double>(rows));
     feeds.push_back(Tensor::from_host(DType::Float32, Shape{}, &weight));

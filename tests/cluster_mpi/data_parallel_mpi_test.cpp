@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "api/weft/weft.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -59,12 +60,12 @@ TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
     ASSERT_EQ(values.size(), static_cast<size_t>(dp.num_replicas()));
     for (size_t r = 1; r < values.size(); ++r) {
       ASSERT_EQ(values[r].nbytes(), values[0].nbytes());
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0)
           << v.name() << " differs between replica 0 and replica " << r;
     }
     // Replica 0's are the model's own.
     const Tensor own = v.value().to(cpu_device());
-    EXPECT_EQ(std::memcmp(values[0].raw_data(), own.raw_data(), values[0].nbytes()), 0) << v.name();
+    EXPECT_EQ(std::memcmp(raw_data(values[0]), raw_data(own), values[0].nbytes()), 0) << v.name();
   }
   EXPECT_EQ(adam.iterations(), 30);
 }
