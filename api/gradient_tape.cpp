@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "api/context.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
@@ -22,6 +23,13 @@ void on_read(const Variable& v, const Tensor& value) {
 bool differentiable_dtype(DType d) { return is_floating(d); }
 
 }  // namespace
+
+struct GradientTape::Entry {
+  const OpDef* op;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Attrs attrs;
+};
 
 GradientTape::GradientTape(bool persistent) : persistent_(persistent) {
   set_variable_read_hook(on_read);
@@ -51,6 +59,10 @@ void GradientTape::stop_recording() { uninstall(); }
 void GradientTape::resume() {
   if (!used_ || persistent_) install();
 }
+
+size_t GradientTape::num_recorded_ops() const { return entries_.size(); }
+
+bool GradientTape::tracked(const Tensor& t) const { return tracked_.count(tensor_impl_or_null(t)) != 0; }
 
 void GradientTape::track(const Tensor& t) { tracked_.insert(tensor_impl(t)); }
 

@@ -30,6 +30,7 @@
 namespace weft {
 
 struct CompileOptions;
+struct Endpoint;  // runtime/graph.h
 class Cluster;
 class RemoteTasks;
 

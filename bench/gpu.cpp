@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "api/eager_fusion.h"
 #include "bench/bench_util.h"
 #include "bench/gpu_raw_launch.h"
 #include "bench/weft_mlp.h"

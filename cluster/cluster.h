@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
+#include "runtime/device_info.h"
 
 namespace weft {
 

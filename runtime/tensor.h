@@ -18,8 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/buffer.h"
-#include "runtime/device.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/intrusive_ptr.h"

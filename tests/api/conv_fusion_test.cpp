@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/register_all.h"
+#include "runtime/graph.h"
 #include "runtime/op_registry.h"
 #include "runtime/tensor_internals.h"
 #include "weft/weft.h"

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/eager_fusion.h"
 #include "reference.h"
 #include "runtime/pending_value.h"
 #include "runtime/tensor_internals.h"

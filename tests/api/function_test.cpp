@@ -1,6 +1,5 @@
 // weft::function: tracing, the signature cache, captures, side effects and their order.
 #include "api/function.h"
-#include "runtime/tensor_internals.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +15,8 @@
 #include "api/ops/nn.h"
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {

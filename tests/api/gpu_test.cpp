@@ -1,6 +1,5 @@
 // GPU kernels against the CPU. Skipped on machines without a GPU.
 #include <gtest/gtest.h>
-#include "runtime/tensor_internals.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,8 @@
 #include <vector>
 
 #include "reference.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {

@@ -1,7 +1,6 @@
 // A whole training step (forward, backward, optimizer update) traced into one graph gives the
 // same numbers as the eager step, step after step.
 #include <gtest/gtest.h>
-#include "runtime/tensor_internals.h"
 
 #include <cmath>
 
@@ -13,6 +12,8 @@
 #include "api/ops/math.h"
 #include "api/ops/random.h"
 #include "api/optim/optimizers.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {

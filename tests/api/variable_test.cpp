@@ -1,9 +1,9 @@
 // Variable: a handle to mutable state that works wherever a Tensor does.
 #include <gtest/gtest.h>
 
-#include "runtime/tensor_internals.h"
 #include <sstream>
 
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {

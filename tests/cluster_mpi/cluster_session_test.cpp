@@ -14,6 +14,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
+#include "runtime/device.h"
 #include "scheduler/step_rendezvous.h"
 #include "runtime/shard_split.h"
 

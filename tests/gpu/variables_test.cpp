@@ -10,6 +10,7 @@
 
 #include "gpu_test_util.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 #include "runtime/run_context.h"
 #include "runtime/tensor_internals.h"
 

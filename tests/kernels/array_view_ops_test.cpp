@@ -2,6 +2,7 @@
 // shared memory, error messages, and shape inference with unknown dims.
 #include <memory>
 
+#include "api/dispatch.h"
 #include "array_test_util.h"
 #include "runtime/op_registry.h"
 #include "runtime/tensor_internals.h"

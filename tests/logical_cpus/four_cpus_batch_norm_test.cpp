@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/tensor_internals.h"
 #include <gtest/gtest.h>
 
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "api/dispatch.h"
 #include "api/weft/weft.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
