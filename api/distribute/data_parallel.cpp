@@ -12,7 +12,7 @@
 #include "api/graph_builder.h"
 #include "api/variable.h"
 #include "cluster/cluster.h"
-#include "cluster/cluster_runtime.h"
+#include "cluster/cluster_placement.h"
 #include "comm/step_collectives.h"
 #include "runtime/device_name.h"
 #include "runtime/shard_split.h"
@@ -28,8 +28,7 @@ class DataParallelState {
   DataParallelState(const Cluster& cluster, DataParallelOptions options);
 
   DataParallelOptions options;
-  ClusterRuntime* runtime = nullptr;      // null: a cluster of this one process
-  std::unique_ptr<RemoteTasks> remote;    // the cluster's tasks, one session for every graph
+  ExecutionTarget target;  // the cluster's devices and tasks, one session for every graph
   ReplicaLayout layout;
   ReplicaVariables variables;
   // Steps and broadcasts run one at a time: collectives of two steps must not interleave.
@@ -40,12 +39,7 @@ class DataParallelState {
 
   CompileOptions compile_options(const std::string& what) const {
     CompileOptions o{.optimize = options.optimize, .name = what, .collectives = &process_step_collectives()};
-    if (remote) {
-      o.devices = runtime->placement_devices();
-      o.remote = remote.get();
-      o.host_device = runtime->host_device();
-      o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
-    }
+    target.apply(o, std::chrono::milliseconds(options.operation_timeout_ms));
     return o;
   }
   // Under step_mu: brings every replica's variables to replica 0's values when they may differ.
@@ -64,10 +58,6 @@ class DataParallelState {
 };
 
 namespace {
-
-std::vector<DeviceInfo> candidate_devices(const ClusterRuntime* rt) {
-  return rt ? rt->devices : local_device_infos();
-}
 
 std::vector<std::string> choose_devices(const std::vector<DeviceInfo>& all, const DataParallelOptions& o) {
   std::vector<std::string> chosen;
@@ -111,26 +101,24 @@ std::string join(const std::vector<std::string>& names, const char* sep) {
 
 }  // namespace
 
-DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions o) : options(std::move(o)) {
-  if (ClusterRuntime* rt = cluster.runtime(); rt && rt->spec().num_tasks() > 1) {
-    runtime = rt;
-    remote = rt->session_tasks();
-    layout.host_device = rt->host_device();
-  }
-  layout.devices = choose_devices(candidate_devices(runtime), options);
-  if (runtime) {
+DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions o)
+    : options(std::move(o)), target(execution_target(cluster)) {
+  layout.host_device = target.host_device();
+  layout.devices = choose_devices(target.devices(), options);
+  if (target.spans_tasks()) {
     // Replica 0 must be this process's: it uses the model's own variables.
-    const std::string chief = runtime->task_name(runtime->rank()) + "/device:";
+    const std::string& own_task = target.task_names()[static_cast<size_t>(target.rank())];
+    const std::string chief = own_task + "/device:";
     if (layout.devices[0].rfind(chief, 0) != 0)
-      throw InvalidArgument("[DataParallel] the first replica's device must be one of this process's (" +
-                            runtime->task_name(runtime->rank()) + "), got '" + layout.devices[0] + "'");
+      throw InvalidArgument("[DataParallel] the first replica's device must be one of this process's (" + own_task +
+                            "), got '" + layout.devices[0] + "'");
     // The collectives span every task of the cluster.
     std::vector<std::string> missing;
-    for (int t = 0; t < runtime->spec().num_tasks(); ++t) {
-      const std::string task = runtime->task_name(t) + "/device:";
+    for (const std::string& name : target.task_names()) {
+      const std::string task = name + "/device:";
       if (std::none_of(layout.devices.begin(), layout.devices.end(),
                        [&](const std::string& d) { return d.rfind(task, 0) == 0; }))
-        missing.push_back(runtime->task_name(t));
+        missing.push_back(name);
     }
     if (!missing.empty())
       throw InvalidArgument("[DataParallel] every task of the cluster needs a replica (the gradient all-reduce spans "
@@ -141,7 +129,7 @@ DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions
 void DataParallelState::sync_variables(bool force) {
   const uint64_t writes = eager_variable_writes();
   if (!force && !failed && writes == synced_writes) return;
-  if (failed && runtime) runtime->reset_collectives();
+  if (failed) target.reset_collectives();
   failed = false;
   for (auto it = broadcasts.begin(); it != broadcasts.end();) {
     std::shared_ptr<const CompiledGraph> graph = it->lock();
