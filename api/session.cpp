@@ -154,7 +154,10 @@ CompileOptions Session::compile_options() const {
                    .allow_soft_placement = options_.allow_soft_placement,
                    .name = "Session",
                    .collectives = &process_step_collectives()};
-  if (cluster_) cluster_->apply(o, std::chrono::milliseconds(options_.operation_timeout_ms));
+  if (cluster_) {
+    cluster_->apply(o);
+    o.step_timeout = std::chrono::milliseconds(options_.operation_timeout_ms);
+  }
   return o;
 }
 

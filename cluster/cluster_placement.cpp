@@ -28,12 +28,11 @@ ExecutionTarget execution_target(const Cluster& cluster) {
   return t;
 }
 
-void ExecutionTarget::apply(CompileOptions& o, std::chrono::milliseconds step_timeout) const {
+void ExecutionTarget::apply(CompileOptions& o) const {
   if (!remote_) return;
   o.devices = runtime_->placement_devices();
   o.remote = remote_.get();
   o.host_device = host_device_;
-  o.step_timeout = step_timeout;
 }
 
 void ExecutionTarget::reset_collectives() const {

@@ -4,11 +4,10 @@
 //
 //   ExecutionTarget target = execution_target(cluster);
 //   CompileOptions o{.name = "Session"};
-//   target.apply(o, std::chrono::milliseconds(timeout_ms));   // devices, tasks, host device
+//   target.apply(o);              // devices, tasks, host device; the caller sets its deadlines
 //   ... a step with collectives failed: target.reset_collectives();
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +37,10 @@ class ExecutionTarget {
   // Where feeds and fetches live: this process's CPU, by its cluster name ("" alone).
   const std::string& host_device() const { return host_device_; }
 
-  // Makes `o` place over the cluster and run other tasks' partitions there, each step bounded
-  // by `step_timeout` (0: none). Leaves `o` as it is when graphs do not span tasks.
-  void apply(CompileOptions& o, std::chrono::milliseconds step_timeout) const;
+  // Makes `o` place over the cluster and run other tasks' partitions there. Leaves `o` as it is
+  // when graphs do not span tasks. Where graphs run, not how long steps may take: the step's
+  // deadlines are the caller's options.
+  void apply(CompileOptions& o) const;
   // Every task resets its collectives together: after a failed step that ran collectives, whose
   // groups are then interrupted. Unavailable when a task does not take part in time.
   void reset_collectives() const;

@@ -39,7 +39,10 @@ class DataParallelState {
 
   CompileOptions compile_options(const std::string& what) const {
     CompileOptions o{.optimize = options.optimize, .name = what, .collectives = &process_step_collectives()};
-    target.apply(o, std::chrono::milliseconds(options.operation_timeout_ms));
+    if (target.spans_tasks()) {
+      target.apply(o);
+      o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
+    }
     return o;
   }
   // Under step_mu: brings every replica's variables to replica 0's values when they may differ.
