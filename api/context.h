@@ -8,20 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "api/op_observer.h"
 #include "runtime/attr.h"
 #include "runtime/device.h"
 #include "runtime/op_registry.h"
 #include "runtime/tensor.h"
 
 namespace weft {
-
-// Receives every eagerly executed op while installed (GradientTape implements it).
-class OpObserver {
- public:
-  virtual ~OpObserver() = default;
-  virtual void on_op(const OpDef& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-                     const Attrs& attrs) = 0;
-};
 
 // Turns dispatched ops into graph nodes while installed (tracing and GraphScope implement it).
 class OpRecorder {

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "api/dispatch.h"
 #include "api/graph_builder.h"
 #include "api/ops/creation.h"
 #include "runtime/graph.h"

@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
 #include "runtime/tensor.h"
 
 namespace weft {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"  // DeviceInfo
+#include "runtime/device_info.h"  // DeviceInfo
 
 namespace weft {
 

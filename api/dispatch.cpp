@@ -10,6 +10,7 @@
 #include "kernels/collective_attrs.h"
 #include "kernels/register_all.h"
 #include "runtime/device_transfer.h"
+#include "runtime/graph.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/run_context.h"
 

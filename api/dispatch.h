@@ -15,13 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "api/source_location.h"
 #include "runtime/attr.h"
 #include "runtime/op_registry.h"
 #include "runtime/tensor.h"
 
 namespace weft {
-
-using SourceLocation = std::source_location;
 
 // The registered definition of a built-in op; registers the built-ins on first use.
 const OpDef& op_def(std::string_view name);

@@ -12,6 +12,7 @@
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/pending_value.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -144,7 +145,7 @@ class PendingElementwise final : public PendingValue {
 // The chain of operand `t` when it is pending here on a program of the op's shape and dtype
 // (its program is taken into the op's), else false.
 bool inlined_chain(const Tensor& t, const Shape& shape, DType dtype, Device& device, Chain* into) {
-  auto* p = dynamic_cast<PendingElementwise*>(t.impl()->pending.load(std::memory_order_acquire));
+  auto* p = dynamic_cast<PendingElementwise*>(tensor_impl(t)->pending.load(std::memory_order_acquire));
   return p && !p->computed() && &p->device() == &device && t.dtype() == dtype && t.shape() == shape &&
          p->snapshot(into);
 }
@@ -156,7 +157,7 @@ EagerFusion eager_fusion() { return current_mode(); }
 
 void evaluate(std::span<const Tensor> tensors) {
   for (const Tensor& t : tensors)
-    if (!t.is_symbolic()) compute_pending(*t.impl());
+    if (!t.is_symbolic()) compute_pending(*tensor_impl(t));
 }
 
 Tensor defer_elementwise(const OpDef& op, std::span<const Tensor> inputs, const InferContext& ic, Device& device) {
@@ -216,7 +217,7 @@ Tensor defer_elementwise(const OpDef& op, std::span<const Tensor> inputs, const 
   }
 
   Tensor out = Tensor::empty(meta.dtype, meta.shape, &device);
-  attach_pending(*out.impl(), std::make_unique<PendingElementwise>(kernel, device, chain));
+  attach_pending(*tensor_impl(out), std::make_unique<PendingElementwise>(kernel, device, chain));
   return out;
 }
 

@@ -126,7 +126,7 @@ class Function {
   // variables it uses to `dir` (api/saved_model.h), for Graph::load and weft-run.
   template <class... Args>
   void save(const std::string& dir, Args&&... args) {
-    save_function_graph(dir, *graph(std::forward<Args>(args)...).ir_ptr());
+    save_function_graph(dir, graph(std::forward<Args>(args)...).ir());
   }
 
   int tracing_count() const { return core_->tracing_count(); }

@@ -12,12 +12,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/graph.h"
 #include "runtime/tensor.h"
 
 namespace weft {
 
 class Executor;
+class GraphIR;
 
 // The dtype and shape a function argument must have; -1 dims accept any size.
 struct TensorSpec {

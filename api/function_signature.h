@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "api/variable.h"
+#include "runtime/tensor_lending.h"
 #include "runtime/tensor.h"
 
 namespace weft {
@@ -233,16 +234,16 @@ void append_floating(std::string& key, D v) {
   key += std::is_same_v<D, float> ? "f" : std::is_same_v<D, double> ? "" : "L";
 }
 
-// Receives the tensors of a call, lent (Tensor::borrowed): the arguments outlive the call.
+// Receives the tensors of a call, lent (runtime/tensor_lending.h): the arguments outlive the call.
 struct FixedSink {
   Tensor* out;
-  void push(const Tensor& t) { *out++ = Tensor::borrowed(t); }
+  void push(const Tensor& t) { *out++ = TensorLending::lend(t); }
 };
 struct ListSink {
   std::vector<Tensor>* out;
   void push(const Tensor& t) {
     out->emplace_back();  // may throw before anything is lent
-    out->back() = Tensor::borrowed(t);
+    out->back() = TensorLending::lend(t);
   }
 };
 
@@ -445,7 +446,7 @@ class FlatArguments {
     }
   }
   ~FlatArguments() {
-    for (Tensor& t : tensors_) t.forget_borrowed();
+    for (Tensor& t : tensors_) TensorLending::forget(t);
   }
   FlatArguments(const FlatArguments&) = delete;
   FlatArguments& operator=(const FlatArguments&) = delete;

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <memory>
 
+#include "api/context.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -21,6 +23,13 @@ void on_read(const Variable& v, const Tensor& value) {
 bool differentiable_dtype(DType d) { return is_floating(d); }
 
 }  // namespace
+
+struct GradientTape::Entry {
+  const OpDef* op;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Attrs attrs;
+};
 
 GradientTape::GradientTape(bool persistent) : persistent_(persistent) {
   set_variable_read_hook(on_read);
@@ -51,7 +60,11 @@ void GradientTape::resume() {
   if (!used_ || persistent_) install();
 }
 
-void GradientTape::track(const Tensor& t) { tracked_.insert(t.impl()); }
+size_t GradientTape::num_recorded_ops() const { return entries_.size(); }
+
+bool GradientTape::tracked(const Tensor& t) const { return tracked_.count(tensor_impl_or_null(t)) != 0; }
+
+void GradientTape::track(const Tensor& t) { tracked_.insert(tensor_impl(t)); }
 
 void GradientTape::watch(const Tensor& t) {
   if (!t.defined()) throw InvalidArgument("[GradientTape] cannot watch an empty Tensor handle");
@@ -99,7 +112,7 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
 
   std::unordered_map<const TensorImpl*, Tensor> grads;
   auto accumulate = [&](const Tensor& t, const Tensor& g) {
-    auto [it, fresh] = grads.try_emplace(t.impl(), g);
+    auto [it, fresh] = grads.try_emplace(tensor_impl(t), g);
     if (!fresh) it->second = add(it->second, g);
   };
   if (differentiable_dtype(target.dtype())) accumulate(target, ones_like(target));
@@ -109,7 +122,7 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
     std::vector<Tensor> out_grads(e->outputs.size());
     std::unique_ptr<bool[]> arrived(new bool[e->outputs.size()]);
     for (size_t i = 0; i < e->outputs.size(); ++i) {
-      auto it = grads.find(e->outputs[i].impl());
+      auto it = grads.find(tensor_impl(e->outputs[i]));
       arrived[i] = it != grads.end();
       if (arrived[i]) {
         out_grads[i] = it->second;
@@ -140,7 +153,7 @@ std::vector<Tensor> GradientTape::backprop(const Tensor& target, const std::vect
   for (const auto& group : sources) {
     Tensor sum;
     for (const Tensor& s : group) {
-      auto it = grads.find(s.impl());
+      auto it = grads.find(tensor_impl(s));
       if (it == grads.end()) continue;
       sum = sum.defined() ? add(sum, it->second) : it->second;
     }

@@ -17,7 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "api/context.h"
+#include "api/op_observer.h"
 #include "api/variable.h"
 
 namespace weft {
@@ -48,22 +48,17 @@ class GradientTape final : public OpObserver {
   void resume();
 
   // Ops currently held (for tests and memory accounting).
-  size_t num_recorded_ops() const { return entries_.size(); }
+  size_t num_recorded_ops() const;
 
   void on_op(const OpDef& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
              const Attrs& attrs) override;
   void on_variable_read(const Variable& v, const Tensor& value);
 
  private:
-  struct Entry {
-    const OpDef* op;
-    std::vector<Tensor> inputs;
-    std::vector<Tensor> outputs;
-    Attrs attrs;
-  };
+  struct Entry;  // one recorded op (gradient_tape.cpp)
   void install();
   void uninstall();
-  bool tracked(const Tensor& t) const { return tracked_.count(t.impl_or_null()) != 0; }
+  bool tracked(const Tensor& t) const;
   void track(const Tensor& t);
   std::vector<Tensor> backprop(const Tensor& target, const std::vector<std::vector<Tensor>>& sources);
 

@@ -22,6 +22,13 @@ Tensor symbolic_of(const std::shared_ptr<GraphIR>& g, Endpoint e) {
 }
 }  // namespace
 
+const std::string& Operation::name() const { return node().name; }
+const std::string& Operation::type() const { return node().type(); }
+const SourceLoc& Operation::source_location() const { return node().loc; }
+const Attrs& Operation::attrs() const { return node().attrs; }
+int Graph::num_nodes() const { return ir().num_nodes(); }
+std::string Graph::to_dot() const { return ir().to_dot(); }
+
 const Node& Operation::node() const {
   if (!graph_)
     throw FailedPrecondition("[Operation] this operation ran eagerly and has no graph node (it was made outside a "

@@ -21,13 +21,16 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/graph.h"
+#include "runtime/source_loc.h"
 #include "runtime/tensor.h"
 
 namespace weft {
 
+class Attrs;
 class GraphBuilder;
+class GraphIR;
 class OpRecorder;
+struct Node;
 
 // A node of a Graph, seen from the api. A default-constructed Operation stands for work that has
 // already run eagerly (what Optimizer::apply_gradients returns outside a graph): it has no node,
@@ -38,15 +41,15 @@ class Operation {
   Operation(std::shared_ptr<GraphIR> graph, int32_t id) : graph_(std::move(graph)), id_(id) {}
   // Whether this is a node of a graph.
   bool defined() const { return graph_ != nullptr; }
-  const std::string& name() const { return node().name; }
-  const std::string& type() const { return node().type(); }  // "MatMul"
+  const std::string& name() const;
+  const std::string& type() const;  // "MatMul"
   // The assigned device, else the requested one, else "".
   std::string device() const;
   std::vector<Tensor> inputs() const;
   std::vector<Tensor> outputs() const;
   std::vector<Operation> control_inputs() const;
-  const SourceLoc& source_location() const { return node().loc; }
-  const Attrs& attrs() const { return node().attrs; }
+  const SourceLoc& source_location() const;
+  const Attrs& attrs() const;  // runtime/attr.h
   const Node& node() const;
   int32_t id() const { return id_; }
   const std::shared_ptr<GraphIR>& graph_ptr() const { return graph_; }
@@ -65,8 +68,8 @@ class Graph {
   Tensor tensor(std::string_view name) const;  // "y:0", or "y" for its first output
   Operation operation(std::string_view name) const;
   std::vector<Operation> operations() const;  // in creation order
-  int num_nodes() const { return ir().num_nodes(); }
-  std::string to_dot() const { return ir().to_dot(); }
+  int num_nodes() const;
+  std::string to_dot() const;
 
   // Writes the graph file (runtime/graph_format.h), atomically. Variables are declared (name,
   // dtype, shape) but their values are not written: use a Checkpoint, or Function::save.
@@ -75,7 +78,7 @@ class Graph {
   // variable values set. Files are untrusted: see runtime/graph_format.h for what is checked.
   static Graph load(const std::string& path);
 
-  GraphIR& ir() const { return *ir_; }
+  GraphIR& ir() const { return *ir_; }  // runtime/graph.h
   const std::shared_ptr<GraphIR>& ir_ptr() const { return ir_; }
   // The builder GraphScope installs; one per graph, so captured constants and the order of
   // variable accesses carry over from one scope to the next.

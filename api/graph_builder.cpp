@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/dispatch.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/executor.h"
 
 namespace weft {
@@ -48,11 +49,11 @@ Tensor GraphBuilder::symbolic(Endpoint e) const {
 Endpoint GraphBuilder::endpoint_of(const Tensor& t, const std::source_location& where) {
   if (!t.is_symbolic()) {
     // An eager tensor read by the graph: captured as a constant, once per tensor.
-    auto it = constants_.find(t.impl());
+    auto it = constants_.find(tensor_impl(t));
     if (it != constants_.end()) return {it->second.second, 0};
     static const OpDef& const_op = op_def("Const");
     Node& n = add(const_op, {}, {{"value", t}}, {{t.dtype(), t.shape()}}, "Const", where);
-    constants_.emplace(t.impl(), std::make_pair(t, n.id));
+    constants_.emplace(tensor_impl(t), std::make_pair(t, n.id));
     return {n.id, 0};
   }
   const SymbolicRef* ref = t.symbolic_ref();
@@ -343,7 +344,7 @@ void GraphBuilder::on_variable_created(const std::shared_ptr<VariableState>& var
       throw InvalidArgument("[Variable] the initial value of '" + var->name + "' belongs to another graph");
     Tensor value = lift(initial, var->name);
     Tensor copy = Tensor::empty(value.dtype(), value.shape(), value.device_ptr());
-    if (value.nbytes()) value.device_ptr()->copy_on_device(value.raw_data(), copy.raw_data(), value.nbytes());
+    if (value.nbytes()) value.device_ptr()->copy_on_device(raw_data(value), raw_data(copy), value.nbytes());
     var->value = copy;
     return;
   }

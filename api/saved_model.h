@@ -17,9 +17,9 @@
 #include <memory>
 #include <string>
 
-#include "runtime/graph.h"
-
 namespace weft {
+
+class GraphIR;  // runtime/graph.h
 
 inline constexpr const char* kSavedGraphFile = "graph.capnp";
 inline constexpr const char* kSavedVariablesFile = "variables.safetensors";

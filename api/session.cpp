@@ -8,6 +8,7 @@
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
 #include "cluster/stall_report.h"
+#include "cluster/cluster_placement.h"
 #include "comm/step_collectives.h"
 #include "scheduler/graph_compiler.h"
 
@@ -96,8 +97,9 @@ struct Session::Plan {
 Session::Session(const Graph& graph, SessionOptions options) : graph_(graph), options_(options) {}
 
 Session::Session(const Graph& graph, const Cluster& cluster, SessionOptions options)
-    : graph_(graph), options_(options), cluster_(&cluster) {
-  if (ClusterRuntime* rt = cluster.runtime(); rt && rt->spec().num_tasks() > 1) remote_ = rt->session_tasks();
+    : graph_(graph), options_(options) {
+  if (ExecutionTarget target = execution_target(cluster); target.spans_tasks())
+    cluster_ = std::make_unique<ExecutionTarget>(std::move(target));
 }
 Session::~Session() {
   plans_.clear();  // the plans' graphs on the tasks are released before the session ends there
@@ -105,7 +107,7 @@ Session::~Session() {
 
 void Session::initialize_variables() {
   const GraphIR& g = graph_.ir();
-  if (initialized_ == g.initializers.size() && (!remote_ || variables_seen_ == g.variables.size())) return;
+  if (initialized_ == g.initializers.size() && (!cluster_ || variables_seen_ == g.variables.size())) return;
   // A variable that already has a value (restored from a checkpoint, or assigned eagerly) keeps
   // it: only the others run their initialisers. Variables added to the graph after a run (an
   // optimizer's slots, made when its train op is built) are initialised on the next run.
@@ -122,10 +124,10 @@ void Session::initialize_variables() {
   // value, which stays on the chief's host and travels as a tensor (Send/Recv), not inside the
   // registered partitions.
   std::vector<std::string> sent;
-  if (remote_) {
+  if (cluster_) {
     static const OpDef& const_op = op_def("Const");
     static const OpDef& assign_op = op_def("AssignVariable");
-    const std::string host = cluster_->runtime()->host_device();
+    const std::string& host = cluster_->host_device();
     for (const auto& [key, state] : g.variables) {
       if (!state->value.defined() || sent_values_.contains(key)) continue;
       Node& value = copy.add_node(const_op, {}, {{"value", state->value}}, {{state->dtype, state->shape}},
@@ -157,11 +159,8 @@ CompileOptions Session::compile_options() const {
                    .allow_soft_placement = options_.allow_soft_placement,
                    .name = "Session",
                    .collectives = &process_step_collectives()};
-  if (remote_) {
-    ClusterRuntime& rt = *cluster_->runtime();
-    o.devices = rt.placement_devices();
-    o.remote = remote_.get();
-    o.host_device = rt.host_device();
+  if (cluster_) {
+    cluster_->apply(o);
     o.step_timeout = std::chrono::milliseconds(options_.operation_timeout_ms);
     o.stall_warning = std::chrono::milliseconds(options_.stall_warning_ms);
     o.stall_timeout = std::chrono::milliseconds(options_.stall_timeout_ms);
@@ -225,7 +224,7 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<TensorRef, Tensor>>
     if (reset_collectives_) {
       // A step with collectives failed: MPI cannot cancel what it had issued, so every task's
       // collectives are reset (bounded) before the next step, as DataParallel does.
-      cluster_->runtime()->reset_collectives();
+      cluster_->reset_collectives();
       reset_collectives_ = false;
     }
     initialize_variables();
@@ -234,7 +233,7 @@ std::vector<Tensor> Session::run(const std::vector<std::pair<TensorRef, Tensor>>
   try {
     return plan->compiled->run(feed_values);
   } catch (...) {
-    if (remote_ && plan->has_collectives) {
+    if (cluster_ && plan->has_collectives) {
       std::lock_guard lock(mu_);
       reset_collectives_ = true;
     }

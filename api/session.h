@@ -31,8 +31,9 @@
 namespace weft {
 
 struct CompileOptions;
+struct Endpoint;  // runtime/graph.h
 class Cluster;
-class RemoteTasks;
+class ExecutionTarget;
 
 // A tensor named by string ("y:0", "y") or by handle.
 class TensorRef {
@@ -111,8 +112,9 @@ class Session {
 
   Graph graph_;
   SessionOptions options_;
-  const Cluster* cluster_ = nullptr;      // not owned; lives as long as the program's main
-  std::unique_ptr<RemoteTasks> remote_;  // the cluster's tasks, for this session
+  // Where a cluster session's graphs run (cluster/cluster_placement.h); null alone, or in a
+  // cluster of this one process.
+  std::unique_ptr<ExecutionTarget> cluster_;
   bool reset_collectives_ = false;       // guarded by mu_: a step with collectives failed
   mutable std::mutex mu_;   // guards planning, initialisation and placement_; runs go on outside it
   size_t initialized_ = 0;  // how many of the graph's initializers have been seen

@@ -9,6 +9,7 @@
 #include "api/graph_builder.h"
 #include "api/ops/array.h"
 #include "api/ops/math.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -18,14 +19,14 @@ VariableReadHook g_read_hook = nullptr;
 Tensor copy_of(const Tensor& t) {
   if (t.is_symbolic()) throw InvalidArgument("[Variable] initial value must be a concrete tensor, got " + t.name());
   Tensor out = Tensor::empty(t.dtype(), t.shape(), t.device_ptr());
-  if (t.nbytes()) t.device_ptr()->copy_on_device(t.raw_data(), out.raw_data(), t.nbytes());
+  if (t.nbytes()) t.device_ptr()->copy_on_device(raw_data(t), raw_data(out), t.nbytes());
   return out;
 }
 
 // True when `t` (and its buffer) are referenced only by the variable, so writing in place is
 // invisible to anyone else.
 bool exclusively_owned(const Tensor& t) {
-  const TensorImpl* impl = t.impl();
+  const TensorImpl* impl = tensor_impl(t);
   return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
 }
 
@@ -103,7 +104,7 @@ Tensor Variable::assign(const Tensor& value, const SourceLocation& loc) {
   note_eager_variable_write();
   Tensor moved = value.to(s.value.device_ptr());
   if (exclusively_owned(s.value) && s.value.nbytes()) {
-    s.value.device_ptr()->copy_on_device(moved.raw_data(), s.value.raw_data(), s.value.nbytes());
+    s.value.device_ptr()->copy_on_device(raw_data(moved), raw_data(s.value), s.value.nbytes());
   } else {
     s.value = moved.same_as(value) ? copy_of(value) : moved;
   }

@@ -25,6 +25,7 @@
 #include "bench/convnet_models.h"
 #include "bench/convnets_torch.h"
 #include "bench/peer_runner.h"
+#include "runtime/device.h"
 #include "weft/weft.h"
 
 extern "C" char* openblas_get_corename(void);

@@ -28,6 +28,7 @@
 #include "api/weft/weft.h"
 #include "comm/collective_executor.h"
 #include "comm/mpi_collectives.h"
+#include "runtime/device.h"
 #include "runtime/npy.h"
 
 using namespace weft;

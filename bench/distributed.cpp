@@ -19,6 +19,7 @@
 
 #include "bench/bench_util.h"
 #include "api/weft/weft.h"
+#include "runtime/tensor_internals.h"
 
 using namespace weft;
 using weft::bench::fmt;
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     // The same calls between buffers from weft's allocator, which puts blocks this large on huge
     // pages (runtime/huge_page_blocks.h): how much of weft's time is the buffers' doing.
     Tensor buffer = Tensor::empty(DType::UInt8, Shape{1 << 20});
-    raw_mib_weft_buffer = raw_mpi_one_way(1 << 20, rank, static_cast<char*>(buffer.raw_data()));
+    raw_mib_weft_buffer = raw_mpi_one_way(1 << 20, rank, static_cast<char*>(raw_data(buffer)));
   }
   const double raw_mib = raw_mib_time.round_mean;
   Cluster cluster = cluster::init(argc, argv);  // workers serve from here on

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "runtime/device.h"
 #include "weft/weft.h"
 
 #ifdef WEFT_HAVE_TORCH

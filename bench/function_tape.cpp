@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "runtime/device.h"
 #include "weft/weft.h"
 
 using namespace weft;

@@ -19,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "api/eager_fusion.h"
 #include "bench/bench_util.h"
 #include "bench/gpu_raw_launch.h"
 #include "bench/weft_mlp.h"
 #include "runtime/device.h"
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 using namespace weft;
@@ -112,7 +114,7 @@ void gemm(std::vector<Row>& rows, Device& gpu, DType dtype) {
           gpu.synchronize();
         },
         [&] {
-          for (int i = 0; i < kBatch; ++i) direct.run(a.raw_data(), b.raw_data(), c.raw_data());
+          for (int i = 0; i < kBatch; ++i) direct.run(raw_data(a), raw_data(b), raw_data(c));
           direct.sync();
         },
         1, 10);
@@ -142,7 +144,7 @@ void add_bandwidth(std::vector<Row>& rows, Device& gpu) {
           gpu.synchronize();
         },
         [&] {
-          for (int i = 0; i < 5; ++i) cuda_ok(cudaMemcpyAsync(dst.raw_data(), a.raw_data(), bytes, cudaMemcpyDeviceToDevice, s), "memcpy");
+          for (int i = 0; i < 5; ++i) cuda_ok(cudaMemcpyAsync(raw_data(dst), raw_data(a), bytes, cudaMemcpyDeviceToDevice, s), "memcpy");
           cuda_ok(cudaStreamSynchronize(s), "sync");
         },
         1, 10);

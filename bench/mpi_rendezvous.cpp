@@ -16,6 +16,7 @@
 #include "bench/bench_util.h"
 #include "comm/mpi_rendezvous.h"
 #include "runtime/device_name.h"
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 using namespace weft;
@@ -69,11 +70,11 @@ int main(int argc, char** argv) {
     auto raw_round_trip = [&](const Tensor& t) {
       const int n = static_cast<int>(t.nbytes());
       if (me == 0) {
-        MPI_Send(t.raw_data(), n, MPI_BYTE, peer, 1, raw);
-        MPI_Recv(t.raw_data(), n, MPI_BYTE, peer, 2, raw, MPI_STATUS_IGNORE);
+        MPI_Send(raw_data(t), n, MPI_BYTE, peer, 1, raw);
+        MPI_Recv(raw_data(t), n, MPI_BYTE, peer, 2, raw, MPI_STATUS_IGNORE);
       } else {
-        MPI_Recv(t.raw_data(), n, MPI_BYTE, peer, 1, raw, MPI_STATUS_IGNORE);
-        MPI_Send(t.raw_data(), n, MPI_BYTE, peer, 2, raw);
+        MPI_Recv(raw_data(t), n, MPI_BYTE, peer, 1, raw, MPI_STATUS_IGNORE);
+        MPI_Send(raw_data(t), n, MPI_BYTE, peer, 2, raw);
       }
     };
     struct Size {
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
     for (const Size& s : {Size{"one-way latency, 4 B", 1, 2000, "< 100 us (a nap or two)"},
                           Size{"one-way time, 1 MiB", 1 << 18, 200, "within 1.5x of raw MPI"}}) {
       Tensor t = Tensor::empty(DType::Float32, {s.floats});
-      std::memset(t.raw_data(), 1, t.nbytes());
+      std::memset(raw_data(t), 1, t.nbytes());
       MPI_Barrier(MPI_COMM_WORLD);
       // Both ranks run the same number of calls, so the pairing never drifts.
       auto [w, r] = bench::seconds_per_call_paired([&] { weft_round_trip(t); }, [&] { raw_round_trip(t); },

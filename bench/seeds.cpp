@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_util.h"
+#include "runtime/device.h"
 #include "weft/weft.h"
 
 using namespace weft;

@@ -7,6 +7,7 @@
 
 #include "bench/bench_util.h"
 #include "bench/weft_mlp.h"
+#include "runtime/allocator.h"
 #include "weft/weft.h"
 
 #ifdef WEFT_HAVE_TORCH

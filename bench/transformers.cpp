@@ -27,6 +27,7 @@
 #include "bench/bench_util.h"
 #include "bench/peer_runner.h"
 #include "examples/gpt_model.h"
+#include "runtime/device.h"
 #include "weft/weft.h"
 
 using namespace weft;

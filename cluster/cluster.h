@@ -20,11 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
+#include "runtime/device_info.h"
 
 namespace weft {
 
 class ClusterRuntime;
+class ExecutionTarget;
 
 class Cluster {
  public:
@@ -41,11 +42,10 @@ class Cluster {
   // groups are then interrupted); Unavailable when a task does not take part in time. Chief only.
   void reset_collectives() const;
 
-  // For Session: the process's runtime (null for a cluster of one process without init).
-  ClusterRuntime* runtime() const { return runtime_; }
-
  private:
   friend Cluster cluster_from_runtime(ClusterRuntime* runtime);
+  // Where graphs over this cluster run (cluster/cluster_placement.h), for Session and DataParallel.
+  friend ExecutionTarget execution_target(const Cluster& cluster);
   ClusterRuntime* runtime_ = nullptr;
 };
 

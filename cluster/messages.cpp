@@ -7,6 +7,7 @@
 
 #include "cluster/step_tree.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 #include "runtime/timeline_format.h"
 
 namespace weft {
@@ -116,7 +117,7 @@ void write_step_tensor(const StepTensor& t, proto::StepTensor::Builder out) {
   const Shape& shape = t.value.shape();
   auto dims = out.initShape(static_cast<unsigned>(shape.rank()));
   for (int i = 0; i < shape.rank(); ++i) dims.set(static_cast<unsigned>(i), shape[i]);
-  out.setData(capnp::Data::Reader(static_cast<const kj::byte*>(t.value.raw_data()), t.value.nbytes()));
+  out.setData(capnp::Data::Reader(static_cast<const kj::byte*>(raw_data(t.value)), t.value.nbytes()));
 }
 
 StepTensor read_step_tensor(proto::StepTensor::Reader in, const std::string& sender) {

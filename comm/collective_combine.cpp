@@ -4,6 +4,7 @@
 
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -24,8 +25,8 @@ std::string meta(DType d, const Shape& s) { return std::string(dtype_name(d)) + 
 
 void copy_into(Tensor& dst, int64_t offset, const Tensor& src) {
   if (src.nbytes() == 0) return;
-  std::memcpy(static_cast<char*>(dst.raw_data()) + offset * static_cast<int64_t>(dtype_size(dst.dtype())),
-              src.raw_data(), src.nbytes());
+  std::memcpy(static_cast<char*>(raw_data(dst)) + offset * static_cast<int64_t>(dtype_size(dst.dtype())),
+              raw_data(src), src.nbytes());
 }
 
 std::vector<Tensor> unpack(const LocalCombination& c, const Tensor& flat) {
@@ -35,7 +36,7 @@ std::vector<Tensor> unpack(const LocalCombination& c, const Tensor& flat) {
   const auto elem = static_cast<int64_t>(dtype_size(flat.dtype()));
   for (const Shape& s : c.shapes) {
     Tensor t = Tensor::empty(flat.dtype(), s, cpu_device());
-    if (t.nbytes()) std::memcpy(t.raw_data(), static_cast<const char*>(flat.raw_data()) + offset * elem, t.nbytes());
+    if (t.nbytes()) std::memcpy(raw_data(t), static_cast<const char*>(raw_data(flat)) + offset * elem, t.nbytes());
     offset += s.num_elements();
     outs.push_back(std::move(t));
   }

@@ -10,6 +10,7 @@
 #include "comm/mpi_progress_engine.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -34,7 +35,7 @@ MPI_Datatype mpi_type(DType d, const std::string& op) {
 }
 
 char* at(const Tensor& t, int64_t element) {
-  return static_cast<char*>(t.raw_data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
+  return static_cast<char*>(raw_data(t)) + element * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
 }  // namespace
@@ -259,7 +260,7 @@ void MpiCollectives::Impl::issue(const OpPtr& op) {
   switch (c.kind) {
     case CollectiveKind::kAllReduce: {
       const MPI_Datatype type = mpi_type(c.result.dtype(), c.op);
-      const bool in_place = c.send.same_as(c.result) || c.send.raw_data() == c.result.raw_data();
+      const bool in_place = c.send.same_as(c.result) || raw_data(c.send) == raw_data(c.result);
       for (auto [off, n] : split_counts(c.result.size(), options_.max_count)) {
         MPI_Request r;
         algorithm_.before(n * static_cast<int64_t>(dtype_size(c.result.dtype())), size_);
@@ -349,8 +350,8 @@ void MpiCollectives::Impl::issue_gather_data(const OpPtr& op) {
     Tensor into = rounds == 1 ? op->rank_order : Tensor::empty(dtype, Shape({sum}), cpu_device());
     const int64_t mine = counts[static_cast<size_t>(me_)];
     MPI_Request r;
-    check(MPI_Iallgatherv(mine ? at(c.send, k * per_round) : c.send.raw_data(), static_cast<int>(mine), type,
-                          into.raw_data(), counts.data(), displs.data(), type, comm_, &r),
+    check(MPI_Iallgatherv(mine ? at(c.send, k * per_round) : raw_data(c.send), static_cast<int>(mine), type,
+                          raw_data(into), counts.data(), displs.data(), type, comm_, &r),
           "MPI_Iallgatherv");
     add(r, op, "all-gather", static_cast<uint64_t>(sum) * dtype_size(dtype));
     op->rounds.push_back(into);

@@ -18,6 +18,7 @@
 #include "comm/mpi_rendezvous_wire.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -313,7 +314,7 @@ void MpiRendezvous::Impl::start_send(const TransferPtr& t) {
                           .bytes = t->header_bytes.size(), .describe = describe_transfer},
                          sent, t);
   if (rc != MPI_SUCCESS) return fail(rc, 1 + chunks);
-  auto* base = chunks ? static_cast<char*>(t->value.raw_data()) : nullptr;  // a device's tensor went to its transport
+  auto* base = chunks ? static_cast<char*>(raw_data(t->value)) : nullptr;  // a device's tensor went to its transport
   for (uint64_t k = 0; k < chunks; ++k) {
     const uint64_t off = k * chunk;
     const auto count = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
@@ -356,7 +357,7 @@ void MpiRendezvous::Impl::on_header(const MpiMessage& message) {
   const uint64_t chunks = (t->header.total_bytes + chunk - 1) / chunk;
   if (chunks == 0) return deliver(t->header.key, std::move(t->value), t->header.is_dead);
   t->outstanding = static_cast<int>(chunks);
-  auto* base = static_cast<char*>(t->value.raw_data());
+  auto* base = static_cast<char*>(raw_data(t->value));
   for (uint64_t k = 0; k < chunks; ++k) {
     const uint64_t off = k * chunk;
     const auto n = static_cast<int>(std::min(chunk, t->header.total_bytes - off));

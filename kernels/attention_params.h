@@ -7,6 +7,7 @@
 
 #include "kernels/philox.h"  // WEFT_HOST_DEVICE
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -53,7 +54,7 @@ inline AttentionParams attention_params(const KernelContext& ctx, int first, int
   int next = extra;
   if (ctx.attrs.get_or<bool>("has_mask", false)) {
     const Tensor& m = ctx.input(next++);
-    g.mask = static_cast<const bool*>(m.raw_data());
+    g.mask = static_cast<const bool*>(raw_data(m));
     const int64_t r = m.shape().rank();
     int64_t stride = 1;
     for (int64_t d = r - 1; d >= 0; --d) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/allocator.h"
+#include "runtime/device_info.h"
 #include "runtime/device_name.h"
 #include "runtime/thread_pool.h"
 
@@ -68,28 +69,11 @@ class Device {
   int cores_ = 0;
 };
 
-struct DeviceInfo {
-  std::string name;         // "/job:localhost/replica:0/task:0/device:CPU:0"
-  std::string type;         // "CPU" or "GPU"
-  int64_t memory_bytes = 0;
-  int cores = 0;            // physical cores, or streaming multiprocessors on a GPU
-  std::string description;
-};
-// This process's devices as DeviceInfo, under their local names.
-std::vector<DeviceInfo> local_device_infos();
-
 // Every device of this process: the logical CPUs in index order, then GPUs in CUDA order. The
 // first call creates them (and throws InvalidArgument when WEFT_LOGICAL_CPUS is malformed).
 const std::vector<Device*>& local_devices();
 // /cpu:0, the device of tensors made without one.
 Device* cpu_device();
-// Splits the host into n logical CPU devices, /cpu:0 ... /cpu:n-1, each with its own intra-op
-// pool of usable_cores / n threads (at least one) and all sharing the host allocator, so
-// placement, partitioning and transfers run on machines without GPUs. Call it before the devices
-// are first used; it overrides WEFT_LOGICAL_CPUS. InvalidArgument when n is outside
-// [1, kMaxLogicalCpus]; FailedPrecondition when the devices already exist with another count.
-void set_logical_cpus(int n);
-inline constexpr int kMaxLogicalCpus = 256;
 // The number of logical CPU devices: the devices' own count once they exist, else what they will
 // be created with (set_logical_cpus, else WEFT_LOGICAL_CPUS, else 1; a bad variable throws).
 int logical_cpus();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -32,8 +33,8 @@ namespace {
 void download_async(Tensor value, Device& to, TransferDone then) {
   Tensor host = Tensor::empty(value.dtype(), value.shape(), &to);
   Device* from = value.device_ptr();
-  const void* src = value.raw_data();
-  void* dst = host.raw_data();
+  const void* src = raw_data(value);
+  void* dst = raw_data(host);
   const size_t bytes = value.nbytes();
   // The callback holds both tensors: their buffers must outlive the copy.
   from->copy_to_host_async(src, dst, bytes,
@@ -44,7 +45,7 @@ void download_async(Tensor value, Device& to, TransferDone then) {
 
 Tensor upload(const Tensor& host, Device& to) {
   Tensor out = Tensor::empty(host.dtype(), host.shape(), &to);
-  if (out.nbytes()) to.copy_from_host(host.raw_data(), out.raw_data(), out.nbytes());
+  if (out.nbytes()) to.copy_from_host(raw_data(host), raw_data(out), out.nbytes());
   return out;
 }
 

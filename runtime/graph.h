@@ -26,19 +26,10 @@
 
 #include "runtime/attr.h"
 #include "runtime/op_registry.h"
+#include "runtime/source_loc.h"
 #include "runtime/variable_state.h"
 
 namespace weft {
-
-// Where user code created a node; kept as strings because loaded graphs have no
-// std::source_location to point at.
-struct SourceLoc {
-  std::string file;
-  std::string function;
-  uint32_t line = 0;
-  bool known() const { return line != 0 || !file.empty(); }
-  std::string to_string() const;  // "train.cpp:42" (the file's last path component)
-};
 
 struct Endpoint {
   int32_t node = -1;

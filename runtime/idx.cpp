@@ -15,6 +15,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -183,7 +184,7 @@ Tensor read_idx(const std::string& path) {
     throw DataLoss("[idx] " + path + ": file has data beyond the " + std::to_string(want) + " bytes its header declares");
 
   Tensor t = Tensor::empty(h.array.dtype, h.array.shape);
-  auto* out = static_cast<unsigned char*>(t.raw_data());
+  auto* out = static_cast<unsigned char*>(raw_data(t));
   if (h.file_elem == 1) {
     std::copy(raw.begin(), raw.end(), out);
   } else {  // IDX is big-endian

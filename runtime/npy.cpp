@@ -10,6 +10,7 @@
 
 #include "runtime/file_io.h"
 #include "runtime/py_literal.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -261,7 +262,7 @@ Tensor decode_npy(std::string_view bytes, std::string_view source) {
 
   Tensor t = Tensor::empty(l.dtype, l.shape);
   if (need == 0) return t;
-  auto* dst = static_cast<unsigned char*>(t.raw_data());
+  auto* dst = static_cast<unsigned char*>(raw_data(t));
   if (l.fortran && l.shape.rank() > 1) fortran_to_row_major(src, dst, l.shape, elem);
   else std::memcpy(dst, src, data.size());
   if (l.swap) swap_bytes(dst, data.size(), elem);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/tensor.h"
+#include "runtime/tensor_internals.h"
 #include "runtime/thread_pool.h"
 
 namespace weft {
@@ -100,7 +101,7 @@ void compute_pending(const TensorImpl& impl) {
 void settle_before_kernel(std::span<const Tensor> inputs) {
   if (t_computing > 0) {
     for (const Tensor& t : inputs)
-      if (const TensorImpl* impl = t.impl_or_null()) compute_pending(*impl);
+      if (const TensorImpl* impl = tensor_impl_or_null(t)) compute_pending(*impl);
     return;
   }
   std::vector<IntrusivePtr<TensorImpl>> taken;
@@ -122,7 +123,7 @@ void settle_before_kernel(std::span<const Tensor> inputs) {
   }
   taken.clear();
   for (const Tensor& t : inputs)
-    if (const TensorImpl* impl = t.impl_or_null()) compute_pending(*impl);  // taken by another thread
+    if (const TensorImpl* impl = tensor_impl_or_null(t)) compute_pending(*impl);  // taken by another thread
 }
 
 void settle_for_raw_access(const TensorImpl& impl) {

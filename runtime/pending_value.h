@@ -7,8 +7,8 @@
 // the start (the buffer is allocated when the op is dispatched, as an eager op's output would be),
 // so only the moment its contents are written moves.
 //
-//   attach_pending(*t.impl(), std::make_unique<MyValue>(...));   // t's buffer is written later
-//   t.raw_data();                                                 // runs MyValue::compute once
+//   attach_pending(*tensor_impl(t), std::make_unique<MyValue>(...));   // t's buffer is written later
+//   raw_data(t);                                                 // runs MyValue::compute once
 //
 // Rules that keep deferral invisible:
 // - A pending value holds its inputs, and ops never write memory that another handle holds (they
@@ -29,6 +29,7 @@
 #include <mutex>
 #include <span>
 #include <vector>
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 

@@ -17,6 +17,7 @@
 #include "runtime/crc32c.h"
 #include "runtime/file_io.h"
 #include "runtime/device.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -231,7 +232,7 @@ Header parse_header(std::string_view text, uint64_t data_size, const std::string
 // Checks what the header cannot: the checksum, and that bools are 0 or 1 (any other byte read
 // as a C++ bool is undefined behaviour).
 void verify(const std::string& source, const Entry& e, const Tensor& t) {
-  const auto* bytes = static_cast<const unsigned char*>(t.raw_data());
+  const auto* bytes = static_cast<const unsigned char*>(raw_data(t));
   size_t n = t.nbytes();
   if (e.crc) {
     uint32_t actual = crc32c(bytes, n);
@@ -281,7 +282,7 @@ Encoded encode_head(const std::map<std::string, Tensor>& tensors, const std::map
   Encoded out;
   for (const Item& it : items) {
     const Tensor& t = it.host;
-    meta[std::string(kCrcPrefix) + *it.name] = hex32(crc32c(t.raw_data(), t.nbytes()));
+    meta[std::string(kCrcPrefix) + *it.name] = hex32(crc32c(raw_data(t), t.nbytes()));
     ordered_json entry = ordered_json::object();
     entry["dtype"] = code_of(t.dtype());
     entry["shape"] = t.shape().to_vector();
@@ -330,7 +331,7 @@ std::string encode_tensors(const std::map<std::string, Tensor>& tensors, const s
   Encoded e = encode_head(tensors, metadata);
   std::string out = std::move(e.head);
   for (const Tensor& t : e.payload)
-    if (t.nbytes()) out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+    if (t.nbytes()) out.append(static_cast<const char*>(raw_data(t)), t.nbytes());
   return out;
 }
 
@@ -375,7 +376,7 @@ TensorFile load_tensors(const std::string& path) {
   out.metadata = std::move(h.metadata);
   for (const Entry& e : h.entries) {
     Tensor t = Tensor::empty(e.dtype, e.shape);
-    if (t.nbytes()) read_exact(fd.get(), t.raw_data(), t.nbytes(), 8 + n + e.begin, path);
+    if (t.nbytes()) read_exact(fd.get(), raw_data(t), t.nbytes(), 8 + n + e.begin, path);
     verify(path, e, t);
     out.tensors.emplace(e.name, std::move(t));
   }
@@ -386,7 +387,7 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
                   const std::map<std::string, std::string>& metadata) {
   Encoded e = encode_head(tensors, metadata);
   std::vector<ByteRange> pieces{{e.head.data(), e.head.size()}};
-  for (const Tensor& t : e.payload) pieces.push_back({t.raw_data(), t.nbytes()});
+  for (const Tensor& t : e.payload) pieces.push_back({raw_data(t), t.nbytes()});
   write_file_atomically(path, pieces, "safetensors");
 }
 

@@ -18,8 +18,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/buffer.h"
-#include "runtime/device.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/intrusive_ptr.h"
@@ -28,22 +26,23 @@
 
 namespace weft {
 
+class Buffer;
+class Device;
 class PendingValue;
 
+// The state behind a Tensor handle. Its constructors and destructor are out of line so that this
+// header need not define Buffer or Device (the public header stays free of allocators and pools);
+// its fields are here so that Tensor::dtype() and shape() stay inline loads on kernels' hot paths.
+// Code that reaches it goes through runtime/tensor_internals.h.
 class TensorImpl final : public RefCounted {
  public:
-  TensorImpl(DType d, Shape s, BufferPtr b, Device* dev)
-      : dtype(d), shape(std::move(s)), buffer(std::move(b)), device(dev) {}
-  TensorImpl(DType d, Shape s, std::unique_ptr<SymbolicRef> sym)
-      : dtype(d), shape(std::move(s)), device(nullptr), symbolic(std::move(sym)) {}
-
-  ~TensorImpl() {
-    if (pending.load(std::memory_order_relaxed)) destroy_pending();
-  }
+  TensorImpl(DType d, Shape s, IntrusivePtr<Buffer> b, Device* dev);
+  TensorImpl(DType d, Shape s, std::unique_ptr<SymbolicRef> sym);
+  ~TensorImpl();
 
   DType dtype;
   Shape shape;
-  BufferPtr buffer;                       // null for symbolic tensors
+  IntrusivePtr<Buffer> buffer;            // null for symbolic tensors
   Device* device;                         // not owned; null for symbolic tensors
   std::unique_ptr<SymbolicRef> symbolic;  // set for symbolic tensors
   // Set (owned) while the buffer's contents are still to be computed, and kept once they are
@@ -68,28 +67,28 @@ class Tensor {
   static Tensor symbolic(DType dtype, Shape shape, std::unique_ptr<SymbolicRef> ref);
 
   bool defined() const { return static_cast<bool>(impl_); }
-  DType dtype() const { return impl()->dtype; }
-  const Shape& shape() const { return impl()->shape; }
-  int64_t rank() const { return impl()->shape.rank(); }
+  DType dtype() const { return checked_impl()->dtype; }
+  const Shape& shape() const { return checked_impl()->shape; }
+  int64_t rank() const { return checked_impl()->shape.rank(); }
   // Number of elements; -1 when the shape has unknown dims.
-  int64_t size() const { return impl()->shape.num_elements(); }
+  int64_t size() const { return checked_impl()->shape.num_elements(); }
   size_t nbytes() const { return static_cast<size_t>(size()) * dtype_size(dtype()); }
   // Full device name, "" for a symbolic tensor.
   std::string device() const;
-  Device* device_ptr() const { return impl()->device; }
-  bool is_symbolic() const { return impl()->symbolic != nullptr; }
-  const SymbolicRef* symbolic_ref() const { return impl()->symbolic.get(); }
+  Device* device_ptr() const { return checked_impl()->device; }
+  bool is_symbolic() const { return checked_impl()->symbolic != nullptr; }
+  const SymbolicRef* symbolic_ref() const { return checked_impl()->symbolic.get(); }
   // "MatMul_1:0" for graph tensors, "" for eager ones.
   std::string name() const;
 
-  // Raw element access; only for concrete tensors whose memory the host can read (CPU). The
-  // pointer may be written through, so pending values (runtime/pending_value.h) that could read
-  // this memory are computed first.
-  void* raw_data() const { return concrete_buffer(Access::kWrite)->data(); }
+  // Element access; only for concrete tensors whose memory the host can read (CPU). The pointer
+  // may be written through, so pending values (runtime/pending_value.h) that could read this
+  // memory are computed first. Kernels take the untyped pointer with raw_data(t)
+  // (runtime/tensor_internals.h).
   template <class T>
   T* data() const {
     check_element_type(dtype_v<T>, "data");
-    return static_cast<T*>(raw_data());
+    return static_cast<T*>(writable_data());
   }
 
   // Copies the elements to host memory, row-major. T must be the tensor's element type.
@@ -125,21 +124,20 @@ class Tensor {
   Tensor to(Device* device) const;
   void copy_to_host(void* dst) const;
 
-  TensorImpl* impl() const {
+  // Whether both handles are the same tensor (not merely equal values).
+  bool same_as(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  // The kernel-facing view (runtime/tensor_internals.h) and the lending of handles
+  // (runtime/tensor_lending.h) reach the state; users do not.
+  friend class TensorInternals;
+  friend class TensorLending;
+
+  TensorImpl* checked_impl() const {
     if (!impl_) throw_null();
     return impl_.get();
   }
-  TensorImpl* impl_or_null() const { return impl_.get(); }
-  bool same_as(const Tensor& o) const { return impl_ == o.impl_; }
-
-  // A handle to t's tensor that holds no reference: copying it or reading through it is as usual,
-  // but its holder must let go of it with forget_borrowed(), never by destroying or assigning it,
-  // and t must outlive it. It spares the two atomic count updates of a copy: weft::function lends
-  // its call's arguments this way, and the executor the tensors of its value table to each kernel.
-  static Tensor borrowed(const Tensor& t) { return Tensor(IntrusivePtr<TensorImpl>::unowned(t.impl_.get())); }
-  void forget_borrowed() { impl_.forget_unowned(); }
-
- private:
+  void* writable_data() const;
   [[noreturn]] static void throw_null();
   void check_element_type(DType requested, const char* what) const;
   // kRead: the caller only reads the memory (its own pending value is computed); kWrite: it may

@@ -5,6 +5,7 @@
 
 #include "runtime/device.h"
 #include "runtime/device_transfer.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
 
@@ -34,7 +35,7 @@ const std::string& timeline_track(const Device& d) {
 }
 
 bool exclusively_owned(const Tensor& t, int32_t extra_handles) {
-  const TensorImpl* impl = t.impl_or_null();
+  const TensorImpl* impl = tensor_impl_or_null(t);
   return impl && impl->ref_count() == 1 + extra_handles && impl->buffer && impl->buffer->ref_count() == 1;
 }
 
@@ -243,7 +244,7 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
   std::span<Tensor> ins(scratch.data(), ni);
   std::span<Tensor> outs(scratch.data() + ni, no);
   auto clear_scratch = [&] {
-    for (Tensor& t : ins) t.forget_borrowed();
+    for (Tensor& t : ins) forget_borrowed(t);
     for (Tensor& t : outs) t = Tensor();
   };
   try {
@@ -256,7 +257,7 @@ void Executor::run_step(const Step& s, RunState& st, std::vector<Tensor>& scratc
     }
     // The kernel reads its inputs through borrowed handles: the value table holds them until
     // this step's reads are counted below.
-    for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
+    for (size_t i = 0; i < ni; ++i) ins[i] = borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
     const OpDef& op = *n.op;
     const std::span<const Tensor> cins(ins.data(), ni);
     // Off, the timeline costs this one relaxed load per node.
@@ -292,7 +293,7 @@ void Executor::commit_step(const Step& s, RunState& st, std::span<Tensor> ins, s
   for (size_t i = 0; i < outs.size(); ++i) {
     const int32_t v = s.first_output + static_cast<int32_t>(i);
     if (!outs[i].defined()) {
-      for (Tensor& t : ins) t.forget_borrowed();
+      for (Tensor& t : ins) forget_borrowed(t);
       for (Tensor& t : outs) t = Tensor();
       throw Internal("[executor] " + s.node->describe() + " produced no output " + std::to_string(i));
     }
@@ -300,7 +301,7 @@ void Executor::commit_step(const Step& s, RunState& st, std::span<Tensor> ins, s
     else outs[i] = Tensor();
   }
   for (size_t i = 0; i < ins.size(); ++i) {
-    ins[i].forget_borrowed();
+    forget_borrowed(ins[i]);
     const int32_t v = s.inputs[i];
     if (count_last_read<kConcurrent>(st.readers[v])) st.release(*this, v);
   }
@@ -334,7 +335,7 @@ std::unique_ptr<Executor::RunState> Executor::take_run_state(std::span<const Ten
   st->reset(*this);
   st->ctx.set_step(options);
   // The caller's span outlives the run: its tensors are borrowed, not counted.
-  for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = Tensor::borrowed(feeds[i]);
+  for (size_t i = 0; i < feeds.size(); ++i) st->values[i] = borrowed(feeds[i]);
   return st;
 }
 

@@ -19,6 +19,7 @@
 #include "runtime/coarse_clock.h"
 #include "runtime/device.h"
 #include "runtime/rendezvous.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
 
@@ -271,7 +272,7 @@ class Executor::Frame final : public AsyncWaitObserver {
     std::span<Tensor> ins(slot.io.data(), ni);
     std::span<Tensor> outs(slot.io.data() + ni, static_cast<size_t>(s.num_outputs));
     try {
-      for (size_t i = 0; i < ni; ++i) ins[i] = Tensor::borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
+      for (size_t i = 0; i < ni; ++i) ins[i] = borrowed(st.values[static_cast<size_t>(s.inputs[i])]);
       settle_before_kernel_if_any(ins);
       allocate_outputs(*n.op, [&](size_t i) -> const TensorMeta& { return n.outputs[i]; }, ins, outs, *s.device);
       slot.kc.emplace(KernelContext{*n.op, ins, outs, n.attrs, *s.device, &st.ctx, 0, s.prepared.get()});
@@ -293,7 +294,7 @@ class Executor::Frame final : public AsyncWaitObserver {
         slot.waiting = nullptr;
       }
       slot.kc.reset();
-      for (Tensor& t : ins) t.forget_borrowed();
+      for (Tensor& t : ins) forget_borrowed(t);
       fail_at(n, std::current_exception());
       drop_token();
     }
@@ -334,7 +335,7 @@ class Executor::Frame final : public AsyncWaitObserver {
       parts_[item.part].executor->commit_step<true>(s, st, ins, outs);
       collect_ready(item.part, s, ready);
     } catch (...) {
-      for (Tensor& t : ins) t.forget_borrowed();
+      for (Tensor& t : ins) forget_borrowed(t);
       for (Tensor& t : outs) t = Tensor();
       fail_at(n, std::current_exception());
     }

@@ -13,6 +13,7 @@
 
 #include "runtime/cancellation.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 #include "runtime/timeline.h"
 #include "scheduler/executor.h"
 
@@ -103,7 +104,7 @@ struct Executor::RunState {
   // Drops the run's hold on value v: a fed value is only borrowed from the caller's span.
   void release(const Executor& exec, int32_t v) {
     Tensor& t = values[static_cast<size_t>(v)];
-    if (v < exec.num_feeds_) t.forget_borrowed();
+    if (v < exec.num_feeds_) forget_borrowed(t);
     else t = Tensor();
   }
   // What an asynchronous kernel holds until it calls back: its inputs, outputs and context.

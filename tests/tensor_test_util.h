@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -30,7 +31,7 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
 // A host tensor of random bytes (bools 0 or 1).
 inline Tensor random_tensor(DType dtype, Shape shape, std::mt19937& rng) {
   Tensor t = Tensor::empty(dtype, std::move(shape));
-  auto* p = static_cast<unsigned char*>(t.raw_data());
+  auto* p = static_cast<unsigned char*>(raw_data(t));
   for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<unsigned char>(dtype == bool_ ? rng() & 1 : rng());
   return t;
 }
@@ -38,7 +39,7 @@ inline Tensor random_tensor(DType dtype, Shape shape, std::mt19937& rng) {
 // Same dtype, shape and bytes (host tensors).
 inline bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+         (a.nbytes() == 0 || std::memcmp(raw_data(a), raw_data(b), a.nbytes()) == 0);
 }
 
 }  // namespace weft

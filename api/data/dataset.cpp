@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/sharded_input.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::data {
 
@@ -50,7 +51,7 @@ Tensor slice_row(const Tensor& t, int64_t row) {
   Shape s(std::span<const int64_t>(t.shape().data() + 1, t.rank() - 1));
   size_t bytes = static_cast<size_t>(s.num_elements()) * dtype_size(t.dtype());
   Tensor out = Tensor::empty(t.dtype(), s);
-  if (bytes) std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + row * bytes, bytes);
+  if (bytes) std::memcpy(raw_data(out), static_cast<const char*>(raw_data(t)) + row * bytes, bytes);
   return out;
 }
 
@@ -123,16 +124,16 @@ class BatchStream final : public ElementStream {
       for (int64_t d : elem) batched.push_back(d);
       Tensor t = Tensor::empty(first.dtype(), batched);
       const size_t bytes = static_cast<size_t>(elem.num_elements()) * dtype_size(first.dtype());
-      auto* dst = static_cast<char*>(t.raw_data());
+      auto* dst = static_cast<char*>(raw_data(t));
       for (int64_t i = 0; i < n; ++i) {
         const Element& it = items[i];
         if (it.row >= 0) {
-          std::memcpy(dst + i * bytes, static_cast<const char*>(src_.sources[k].raw_data()) + it.row * bytes, bytes);
+          std::memcpy(dst + i * bytes, static_cast<const char*>(raw_data(src_.sources[k])) + it.row * bytes, bytes);
         } else {
           if (it.tensors[k].shape() != elem)
             throw InvalidArgument("[batch] elements have different shapes: " + elem.to_string() + " and " +
                                   it.tensors[k].shape().to_string());
-          std::memcpy(dst + i * bytes, it.tensors[k].raw_data(), bytes);
+          std::memcpy(dst + i * bytes, raw_data(it.tensors[k]), bytes);
         }
       }
       out.tensors.push_back(t);
@@ -243,8 +244,8 @@ class AugmentStream final : public ElementStream {
     }
     Shape shape = batched ? Shape{n, oh, ow, c} : Shape{oh, ow, c};
     Tensor result = Tensor::empty(t.dtype(), shape);
-    const auto* in = static_cast<const char*>(t.raw_data());
-    auto* dst = static_cast<char*>(result.raw_data());
+    const auto* in = static_cast<const char*>(raw_data(t));
+    auto* dst = static_cast<char*>(raw_data(result));
     for (int64_t i = 0; i < n; ++i, ++index_) {
       uint64_t stream = augment_stream(seed_, epoch_, index_);
       const char* img = in + i * h * w * pixel;

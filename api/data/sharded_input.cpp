@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 
+#include "api/dispatch.h"
 #include "runtime/shard_split.h"
 
 namespace weft::data {

@@ -18,10 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "api/dispatch.h"
-#include "runtime/attr.h"
+#include "api/source_location.h"
 #include "runtime/sharded_input.h"
 #include "runtime/tensor.h"
+
+namespace weft {
+class Attrs;
+}
 
 namespace weft::data {
 
@@ -54,7 +57,7 @@ class ShardedInput {
   // weight}. While tracing it adds a ReadShardedBatch node; eagerly it runs it.
   std::vector<Tensor> read(int64_t replica, int64_t num_replicas,
                            const SourceLocation& loc = SourceLocation::current()) const;
-  // The node's attributes, for code that builds graphs itself (DataParallel).
+  // The node's attributes, for code that builds graphs itself (DataParallel; runtime/attr.h).
   Attrs node_attrs(int64_t replica, int64_t num_replicas) const;
 
   // Checkpoint restarts: where this process's cursors of this source stand / start. Set it before

@@ -12,10 +12,11 @@
 #include "api/graph_builder.h"
 #include "api/variable.h"
 #include "cluster/cluster.h"
-#include "cluster/cluster_runtime.h"
+#include "cluster/cluster_placement.h"
 #include "comm/step_collectives.h"
 #include "runtime/device_name.h"
 #include "runtime/shard_split.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/graph_compiler.h"
 
 namespace weft::distribute {
@@ -27,8 +28,7 @@ class DataParallelState {
   DataParallelState(const Cluster& cluster, DataParallelOptions options);
 
   DataParallelOptions options;
-  ClusterRuntime* runtime = nullptr;      // null: a cluster of this one process
-  std::unique_ptr<RemoteTasks> remote;    // the cluster's tasks, one session for every graph
+  ExecutionTarget target;  // the cluster's devices and tasks, one session for every graph
   ReplicaLayout layout;
   ReplicaVariables variables;
   // Steps and broadcasts run one at a time: collectives of two steps must not interleave.
@@ -39,10 +39,8 @@ class DataParallelState {
 
   CompileOptions compile_options(const std::string& what) const {
     CompileOptions o{.optimize = options.optimize, .name = what, .collectives = &process_step_collectives()};
-    if (remote) {
-      o.devices = runtime->placement_devices();
-      o.remote = remote.get();
-      o.host_device = runtime->host_device();
+    if (target.spans_tasks()) {
+      target.apply(o);
       o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
       o.stall_warning = std::chrono::milliseconds(options.stall_warning_ms);
       o.stall_timeout = std::chrono::milliseconds(options.stall_timeout_ms);
@@ -65,10 +63,6 @@ class DataParallelState {
 };
 
 namespace {
-
-std::vector<DeviceInfo> candidate_devices(const ClusterRuntime* rt) {
-  return rt ? rt->devices : local_device_infos();
-}
 
 std::vector<std::string> choose_devices(const std::vector<DeviceInfo>& all, const DataParallelOptions& o) {
   std::vector<std::string> chosen;
@@ -112,26 +106,24 @@ std::string join(const std::vector<std::string>& names, const char* sep) {
 
 }  // namespace
 
-DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions o) : options(std::move(o)) {
-  if (ClusterRuntime* rt = cluster.runtime(); rt && rt->spec().num_tasks() > 1) {
-    runtime = rt;
-    remote = rt->session_tasks();
-    layout.host_device = rt->host_device();
-  }
-  layout.devices = choose_devices(candidate_devices(runtime), options);
-  if (runtime) {
+DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions o)
+    : options(std::move(o)), target(execution_target(cluster)) {
+  layout.host_device = target.host_device();
+  layout.devices = choose_devices(target.devices(), options);
+  if (target.spans_tasks()) {
     // Replica 0 must be this process's: it uses the model's own variables.
-    const std::string chief = runtime->task_name(runtime->rank()) + "/device:";
+    const std::string& own_task = target.task_names()[static_cast<size_t>(target.rank())];
+    const std::string chief = own_task + "/device:";
     if (layout.devices[0].rfind(chief, 0) != 0)
-      throw InvalidArgument("[DataParallel] the first replica's device must be one of this process's (" +
-                            runtime->task_name(runtime->rank()) + "), got '" + layout.devices[0] + "'");
+      throw InvalidArgument("[DataParallel] the first replica's device must be one of this process's (" + own_task +
+                            "), got '" + layout.devices[0] + "'");
     // The collectives span every task of the cluster.
     std::vector<std::string> missing;
-    for (int t = 0; t < runtime->spec().num_tasks(); ++t) {
-      const std::string task = runtime->task_name(t) + "/device:";
+    for (const std::string& name : target.task_names()) {
+      const std::string task = name + "/device:";
       if (std::none_of(layout.devices.begin(), layout.devices.end(),
                        [&](const std::string& d) { return d.rfind(task, 0) == 0; }))
-        missing.push_back(runtime->task_name(t));
+        missing.push_back(name);
     }
     if (!missing.empty())
       throw InvalidArgument("[DataParallel] every task of the cluster needs a replica (the gradient all-reduce spans "
@@ -142,7 +134,7 @@ DataParallelState::DataParallelState(const Cluster& cluster, DataParallelOptions
 void DataParallelState::sync_variables(bool force) {
   const uint64_t writes = eager_variable_writes();
   if (!force && !failed && writes == synced_writes) return;
-  if (failed && runtime) runtime->reset_collectives();
+  if (failed) target.reset_collectives();
   failed = false;
   for (auto it = broadcasts.begin(); it != broadcasts.end();) {
     std::shared_ptr<const CompiledGraph> graph = it->lock();
@@ -328,7 +320,7 @@ std::vector<Tensor> DataParallelCore::call(std::span<const Tensor> args, const F
       const size_t row_bytes = a.nbytes() / static_cast<size_t>(rows);
       const Tensor host = a.device_ptr() && a.device_ptr()->type() == DeviceType::CPU ? a : a.to(nullptr);
       feeds.push_back(Tensor::from_host(a.dtype(), shape,
-                                        static_cast<const char*>(host.raw_data()) + static_cast<size_t>(start) * row_bytes));
+                                        static_cast<const char*>(raw_data(host)) + static_cast<size_t>(start) * row_bytes));
     }
     const float weight = static_cast<float>(static_cast<double>(n) / static_cast<double>(rows));
     feeds.push_back(Tensor::from_host(DType::Float32, Shape{}, &weight));

@@ -37,6 +37,7 @@
 // - Steps run one at a time (a step's collectives must not interleave with another's).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,7 +47,7 @@
 #include <vector>
 
 #include "api/data/sharded_input.h"
-#include "api/distribute/replicate.h"
+#include "api/distribute/replica_inputs.h"
 #include "api/function_core.h"
 #include "api/stall_limits.h"
 #include "api/variable.h"

@@ -1,5 +1,6 @@
 #include "api/distribute/gradient_buckets.h"
 
+#include <algorithm>
 #include <map>
 
 #include "api/ops/math.h"

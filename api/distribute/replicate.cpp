@@ -6,6 +6,7 @@
 
 #include "api/context.h"
 #include "api/devices.h"
+#include "api/dispatch.h"
 #include "api/graph_builder.h"
 #include "api/ops/math.h"
 #include "comm/collective_executor.h"

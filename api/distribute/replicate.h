@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "api/distribute/replica_inputs.h"
 #include "runtime/graph.h"
 #include "runtime/tensor.h"
 
@@ -71,11 +72,6 @@ struct ReplicatedGraph {
   std::vector<Endpoint> results;  // the combined results
   std::vector<int32_t> targets;   // every replica's side effects (the optimizer's updates)
 };
-
-// Inputs read where each replica runs: called while the global graph records, under a
-// DeviceScope of replica `replica`'s device, it adds the nodes that read that replica's share of
-// the next global batch and returns one tensor per argument of the trace, the weight last.
-using ReplicaInputs = std::function<std::vector<Tensor>(int64_t replica, int64_t replicas)>;
 
 // `trace`: args and results of replica 0's step; `weight_arg`: the index of the replica-weight
 // argument among its args. With `inputs`, the replicas read their arguments themselves and the

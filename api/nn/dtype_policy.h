@@ -21,7 +21,8 @@
 
 #include <string>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft::nn {
 

@@ -1,5 +1,6 @@
 #include "api/nn/losses.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/nn/dtype_policy.h"
 #include "api/ops/array.h"

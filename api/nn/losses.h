@@ -4,7 +4,8 @@
 //   Tensor mse = nn::mean_squared_error(y_true, y_pred);
 #pragma once
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft::nn {
 

@@ -10,7 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"

@@ -13,7 +13,8 @@
 
 #include <optional>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

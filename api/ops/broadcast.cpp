@@ -1,4 +1,5 @@
 // Front-end of broadcast_to and its gradient (the sum over the stretched dims).
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 #include "api/ops/register_gradients.h"

@@ -1,5 +1,7 @@
 #include "api/ops/collective.h"
 
+#include "api/dispatch.h"
+
 namespace weft::collective {
 
 namespace {

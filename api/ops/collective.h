@@ -18,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

@@ -9,6 +9,7 @@
 // Every gradient keeps the node's strides, padding and dilations as they were.
 #include "api/ops/conv.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/register_gradients.h"
 

@@ -1,5 +1,6 @@
 #include "api/ops/creation.h"
 
+#include "api/dispatch.h"
 #include "api/ops/array.h"
 
 namespace weft {

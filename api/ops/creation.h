@@ -11,7 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 #include "api/ops/scalar.h"
 
 namespace weft {

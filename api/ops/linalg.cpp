@@ -1,6 +1,7 @@
 // Front-end of matmul and its gradient.
 #include "api/ops/linalg.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 #include "api/ops/register_gradients.h"

@@ -5,7 +5,8 @@
 //   matmul(batch_a, batch_b);             // rank > 2: batched over the leading dims (broadcast)
 #pragma once
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

@@ -1,6 +1,7 @@
 // Front-ends of the arithmetic ops and, below them, their gradients.
 #include "api/ops/math.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/register_gradients.h"

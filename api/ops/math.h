@@ -7,7 +7,8 @@
 
 #include <type_traits>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 #include "api/ops/scalar.h"
 
 namespace weft {

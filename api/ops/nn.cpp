@@ -1,6 +1,7 @@
 // Front-ends of the activation ops. Their gradients will sit beside them here.
 #include "api/ops/nn.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"

@@ -3,7 +3,8 @@
 //   relu(x); sigmoid(x); tanh(x); gelu(x); softmax(logits); log_softmax(logits, /*axis=*/1)
 #pragma once
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

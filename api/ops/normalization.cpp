@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"

@@ -14,7 +14,8 @@
 //   Tensor y = layer_norm(x, gamma, beta, /*axis=*/-1, /*epsilon=*/1e-5);
 #pragma once
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

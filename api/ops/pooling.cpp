@@ -9,6 +9,7 @@
 //   AvgPoolGrad      -> avg_pool2d(ddx): linear, and the transpose of AvgPoolGrad is AvgPool
 #include "api/ops/pooling.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/register_gradients.h"

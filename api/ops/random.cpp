@@ -1,5 +1,6 @@
 #include "api/ops/random.h"
 
+#include "api/dispatch.h"
 #include "runtime/random_seed.h"
 
 namespace weft::random {

@@ -7,7 +7,8 @@
 
 #include <cstdint>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft::random {
 

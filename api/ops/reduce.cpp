@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 #include "api/ops/math.h"

@@ -5,7 +5,8 @@
 
 #include <vector>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

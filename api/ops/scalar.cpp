@@ -1,4 +1,5 @@
 #include "api/ops/scalar.h"
+#include "runtime/tensor_internals.h"
 
 #include <cmath>
 #include <limits>
@@ -11,7 +12,7 @@ namespace {
 template <class T>
 Tensor make(DType dtype, T v) {
   Tensor t = Tensor::empty(dtype, Shape{});
-  *static_cast<T*>(t.raw_data()) = v;
+  *static_cast<T*>(raw_data(t)) = v;
   return t;
 }
 

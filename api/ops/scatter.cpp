@@ -1,4 +1,5 @@
 // Front-end of unsorted_segment_sum and its gradient.
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 

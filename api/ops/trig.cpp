@@ -1,6 +1,7 @@
 // Front-ends of Sin and Cos and, below them, their gradients.
 #include "api/ops/trig.h"
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/math.h"
 #include "api/ops/register_gradients.h"

@@ -4,7 +4,8 @@
 //   Tensor s = weft::sin(x * 2.0);      // d/dx:  cos(x)
 #pragma once
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft {
 

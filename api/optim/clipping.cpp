@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/creation.h"
 #include "api/ops/math.h"

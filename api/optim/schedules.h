@@ -15,7 +15,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "api/dispatch.h"
+#include "api/source_location.h"
+#include "runtime/tensor.h"
 
 namespace weft::optim {
 

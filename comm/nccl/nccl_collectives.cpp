@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -264,8 +265,8 @@ struct NcclCollectives::Impl {
     std::shared_ptr<Comm> comm = comm_for(call.p);
     std::vector<const void*> sends;
     std::vector<void*> receives;
-    for (const Tensor& t : call.inputs) sends.push_back(t.raw_data());
-    for (const Tensor& t : call.outputs) receives.push_back(t.raw_data());
+    for (const Tensor& t : call.inputs) sends.push_back(raw_data(t));
+    for (const Tensor& t : call.outputs) receives.push_back(raw_data(t));
     check_cuda(cudaSetDevice(call.device), "cudaSetDevice");
     NcclEvents events;
     check_cuda(cudaEventRecord(events.ready, call.compute), "cudaEventRecord(compute -> nccl)");

@@ -24,6 +24,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -62,7 +63,7 @@ class NcclPayloads final : public DevicePayloads {
     Device& gpu = *value.device_ptr();
     CudaContext& cu = cuda_context(gpu);
     // Before `ready`, on this thread: a pending eager value is computed here, queued before it.
-    void* data = value.raw_data();
+    void* data = raw_data(value);
     // Everything that can fail comes before the ticket: a ticket given is a transfer issued.
     NcclEvents events = events_after_compute(cu);
     std::shared_ptr<Op> op;
@@ -93,7 +94,7 @@ class NcclPayloads final : public DevicePayloads {
     CudaContext& cu = cuda_context(*gpu);
     // Allocated on the compute stream; the receive waits for that point of it.
     Tensor value = Tensor::empty(dtype, shape, gpu);
-    void* data = value.raw_data();
+    void* data = raw_data(value);
     NcclEvents events = events_after_compute(cu);
     std::shared_ptr<Op> op;
     {

@@ -13,6 +13,7 @@
 #include "kernels/cuda/copy_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -43,10 +44,10 @@ void concat_kernel(KernelContext& ctx) {
     const Tensor& t = ctx.input(static_cast<int>(i));
     seg_bytes[i] = product(t.shape(), axis, r) * elem;
     seg_start[i + 1] = seg_start[i] + seg_bytes[i];
-    src[i] = seg_bytes[i] ? static_cast<const char*>(t.raw_data()) : nullptr;
+    src[i] = seg_bytes[i] ? static_cast<const char*>(raw_data(t)) : nullptr;
   }
   const int64_t row_bytes = seg_start[n];
-  char* dst = static_cast<char*>(out.raw_data());
+  char* dst = static_cast<char*>(raw_data(out));
   ctx.pool().parallel_for(outer * row_bytes, kCopyGrainBytes, [&](int64_t begin, int64_t end) {
     int64_t row = begin / row_bytes;
     int64_t pos = begin % row_bytes;
@@ -91,8 +92,8 @@ void slice_kernel(KernelContext& ctx) {
   }
   for (size_t k = outer.size(); k-- > 0;) walk.add_dim(outer[k].take, outer_strides[k], 0);
 
-  const char* in = static_cast<const char*>(x.raw_data()) + base * elem;
-  char* dst = static_cast<char*>(out.raw_data());
+  const char* in = static_cast<const char*>(raw_data(x)) + base * elem;
+  char* dst = static_cast<char*>(raw_data(out));
   const int64_t run_bytes = run * elem;
   const int64_t rows = walk.count();
   if (rows == 1) {
@@ -114,7 +115,7 @@ void gather_typed(KernelContext& ctx) {
   const int64_t axis = normalized_axis(ctx.attrs.get_or<int64_t>("axis", 0), params.rank());
   const int64_t limit = params.shape()[axis];
   const int64_t count = indices.size();
-  const I* idx = static_cast<const I*>(count ? indices.raw_data() : nullptr);
+  const I* idx = static_cast<const I*>(count ? raw_data(indices) : nullptr);
   if (const int64_t j = first_out_of_range(idx, count, limit); j >= 0)
     ctx.fail(gather_index_message(j, indices.shape(), static_cast<int64_t>(idx[j]), axis, params.shape(), limit));
   if (out.size() == 0) return;
@@ -122,8 +123,8 @@ void gather_typed(KernelContext& ctx) {
   const int64_t elem = static_cast<int64_t>(dtype_size(params.dtype()));
   const int64_t inner_bytes = product(params.shape(), axis + 1, params.rank()) * elem;
   const int64_t pieces = out.size() * elem / inner_bytes;  // outer * count
-  const char* src = static_cast<const char*>(params.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
+  const char* src = static_cast<const char*>(raw_data(params));
+  char* dst = static_cast<char*>(raw_data(out));
   const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / inner_bytes);
   if (inner_bytes == elem) {
     // Gathering single elements: a typed move beats a memcpy call per element.
@@ -165,8 +166,8 @@ void one_hot_kernel(KernelContext& ctx) {
   const int64_t depth = ctx.attrs.get<int64_t>("depth");
   const int64_t count = indices.size();
   if (count == 0 || depth == 0) return;
-  const I* idx = static_cast<const I*>(indices.raw_data());
-  float* out = static_cast<float*>(ctx.output(0).raw_data());
+  const I* idx = static_cast<const I*>(raw_data(indices));
+  float* out = static_cast<float*>(raw_data(ctx.output(0)));
   ctx.pool().parallel_for(count, std::max<int64_t>(1, kCopyGrainBytes / (depth * 4)), [&](int64_t b, int64_t e) {
     std::fill(out + b * depth, out + e * depth, 0.f);
     for (int64_t j = b; j < e; ++j) {

@@ -32,6 +32,7 @@
 #include "kernels/philox.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -57,7 +58,7 @@ using Geometry = AttentionParams;
 // The problem from the attributes and the inputs (q at `first`), with the dropout seed.
 Geometry geometry(const KernelContext& ctx, int first, int extra) {
   Geometry g = attention_params(ctx, first, extra);
-  if (g.seed_input >= 0) g.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(ctx.input(g.seed_input).raw_data()));
+  if (g.seed_input >= 0) g.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(raw_data(ctx.input(g.seed_input))));
   return g;
 }
 

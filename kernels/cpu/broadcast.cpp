@@ -6,6 +6,7 @@
 #include "kernels/register_all.h"
 #include "runtime/half.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -17,8 +18,8 @@ void broadcast_to_kernel(KernelContext& ctx) {
   if (out.size() == 0) return;
   BroadcastPlan<1> plan(out.shape(), {&x.shape()});
   const size_t width = dtype_size(x.dtype());
-  const char* src = static_cast<const char*>(x.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
+  const char* src = static_cast<const char*>(raw_data(x));
+  char* dst = static_cast<char*>(raw_data(out));
   const int64_t len = plan.inner;
   const bool contiguous = plan.inner_stride[0] != 0;
   visit_element_width(width, [&](auto w) {
@@ -44,9 +45,9 @@ void size_kernel(KernelContext& ctx) {
   const int64_t n = ctx.input(0).size();
   visit_dtype(ctx.output(0).dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (std::is_arithmetic_v<T>) *static_cast<T*>(ctx.output(0).raw_data()) = static_cast<T>(n);
-    else if constexpr (std::is_same_v<T, Half>) *static_cast<T*>(ctx.output(0).raw_data()) = float_to_half(static_cast<float>(n));
-    else *static_cast<T*>(ctx.output(0).raw_data()) = float_to_bfloat16(static_cast<float>(n));
+    if constexpr (std::is_arithmetic_v<T>) *static_cast<T*>(raw_data(ctx.output(0))) = static_cast<T>(n);
+    else if constexpr (std::is_same_v<T, Half>) *static_cast<T*>(raw_data(ctx.output(0))) = float_to_half(static_cast<float>(n));
+    else *static_cast<T*>(raw_data(ctx.output(0))) = float_to_bfloat16(static_cast<float>(n));
   });
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -21,11 +22,11 @@ namespace {
 
 template <class T>
 const T* in(const KernelContext& ctx, int i) {
-  return static_cast<const T*>(ctx.input(i).raw_data());
+  return static_cast<const T*>(raw_data(ctx.input(i)));
 }
 template <class T>
 T* out(const KernelContext& ctx) {
-  return static_cast<T*>(ctx.output(0).raw_data());
+  return static_cast<T*>(raw_data(ctx.output(0)));
 }
 
 template <class T>

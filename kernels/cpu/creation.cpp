@@ -4,6 +4,7 @@
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -11,8 +12,8 @@ namespace {
 
 template <class T>
 void fill_kernel(KernelContext& ctx) {
-  const T v = *static_cast<const T*>(ctx.input(0).raw_data());
-  T* out = static_cast<T*>(ctx.output(0).raw_data());
+  const T v = *static_cast<const T*>(raw_data(ctx.input(0)));
+  T* out = static_cast<T*>(raw_data(ctx.output(0)));
   ctx.pool().parallel_for(ctx.output(0).size(), kCheapGrain,
                           [&](int64_t b, int64_t e) { std::fill(out + b, out + e, v); });
 }
@@ -21,7 +22,7 @@ template <class T>
 void range_kernel(KernelContext& ctx) {
   const double start = ctx.attrs.get<double>("start");
   const double delta = ctx.attrs.get<double>("delta");
-  T* out = static_cast<T*>(ctx.output(0).raw_data());
+  T* out = static_cast<T*>(raw_data(ctx.output(0)));
   const int64_t n = ctx.output(0).size();
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(start + static_cast<double>(i) * delta);
 }

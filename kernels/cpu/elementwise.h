@@ -13,6 +13,7 @@
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -75,8 +76,8 @@ bool use_streaming(int64_t n) {
 
 template <class TI, class TO, class F>
 void unary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
-  const TI* __restrict x = static_cast<const TI*>(ctx.input(0).raw_data());
-  TO* __restrict y = static_cast<TO*>(ctx.output(0).raw_data());
+  const TI* __restrict x = static_cast<const TI*>(raw_data(ctx.input(0)));
+  TO* __restrict y = static_cast<TO*>(raw_data(ctx.output(0)));
   const int64_t n = ctx.output(0).size();
   const bool streaming = use_streaming<TO>(n);
   ctx.pool().parallel_for(n, grain, [&](int64_t b, int64_t e) {
@@ -87,8 +88,8 @@ void unary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
 // y = f(x) for a transcendental function of vector_math.h, over the pool in contiguous ranges.
 template <class T>
 void unary_math_loop(KernelContext& ctx, UnaryMath f) {
-  const T* x = static_cast<const T*>(ctx.input(0).raw_data());
-  T* y = static_cast<T*>(ctx.output(0).raw_data());
+  const T* x = static_cast<const T*>(raw_data(ctx.input(0)));
+  T* y = static_cast<T*>(raw_data(ctx.output(0)));
   const int64_t n = ctx.output(0).size();
   const bool streaming = use_streaming<T>(n);
   ctx.pool().parallel_for(n, kExpensiveGrain, [&](int64_t b, int64_t e) {
@@ -100,9 +101,9 @@ template <class TI, class TO, class F>
 void binary_loop(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  const TI* __restrict pa = static_cast<const TI*>(a.raw_data());
-  const TI* __restrict pb = static_cast<const TI*>(b.raw_data());
-  TO* __restrict po = static_cast<TO*>(ctx.output(0).raw_data());
+  const TI* __restrict pa = static_cast<const TI*>(raw_data(a));
+  const TI* __restrict pb = static_cast<const TI*>(raw_data(b));
+  TO* __restrict po = static_cast<TO*>(raw_data(ctx.output(0)));
   const int64_t n = ctx.output(0).size();
   const int64_t na = a.size(), nb = b.size();
   ThreadPool& pool = ctx.pool();

@@ -31,6 +31,7 @@
 #include "kernels/defs/fused.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -128,7 +129,7 @@ void fused_elementwise_kernel(KernelContext& ctx) {
   bool general = false;
   for (int i = 0; i < num_inputs; ++i) {
     const Tensor& in = ctx.input(i);
-    data[i] = static_cast<const T*>(in.raw_data());
+    data[i] = static_cast<const T*>(raw_data(in));
     const int64_t size = in.size();
     kind[i] = size == n ? Kind::kFull : size == 1 ? Kind::kScalar : Kind::kGeneral;
     if (kind[i] == Kind::kGeneral) general = true;
@@ -162,7 +163,7 @@ void fused_elementwise_kernel(KernelContext& ctx) {
   bool expensive = false;
   for (int i = 0; i < prog.count; ++i) expensive |= fused::kOpcodes[prog.code[i].op].expensive;
   const int64_t grain = std::max<int64_t>(1, (expensive ? kExpensiveGrain : kCheapGrain) / block);
-  T* out = static_cast<T*>(out_t.raw_data());
+  T* out = static_cast<T*>(raw_data(out_t));
   const bool streaming = use_streaming<T>(n);
 
   ctx.pool().parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
@@ -227,10 +228,10 @@ void fused_matmul_kernel(KernelContext& ctx) {
                                          "; the output has shape " + out.to_string()
                                    : "bias has " + std::to_string(ctx.input(2).size()) + " elements; the output has " +
                                          std::to_string(n) + " columns");
-  const T* a = static_cast<const T*>(a_t.raw_data());
-  const T* b = static_cast<const T*>(b_t.raw_data());
-  const T* operand = static_cast<const T*>(ctx.input(2).raw_data());  // the bias, or relu_grad's x
-  T* c = static_cast<T*>(ctx.output(0).raw_data());
+  const T* a = static_cast<const T*>(raw_data(a_t));
+  const T* b = static_cast<const T*>(raw_data(b_t));
+  const T* operand = static_cast<const T*>(raw_data(ctx.input(2)));  // the bias, or relu_grad's x
+  T* c = static_cast<T*>(raw_data(ctx.output(0)));
   if (m == 0 || n == 0) return;
 
   const GemmArgs g{m, n, k, ta, tb, lda, ldb, n};

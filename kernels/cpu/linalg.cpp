@@ -12,6 +12,7 @@
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -71,9 +72,9 @@ GemmShape plan_gemm(const KernelContext& ctx) {
 template <class T>
 void matmul_kernel(KernelContext& ctx) {
   GemmShape g = plan_gemm(ctx);
-  const T* a = static_cast<const T*>(ctx.input(0).raw_data());
-  const T* b = static_cast<const T*>(ctx.input(1).raw_data());
-  T* c = static_cast<T*>(ctx.output(0).raw_data());
+  const T* a = static_cast<const T*>(raw_data(ctx.input(0)));
+  const T* b = static_cast<const T*>(raw_data(ctx.input(1)));
+  T* c = static_cast<T*>(raw_data(ctx.output(0)));
   const int64_t c_mat = g.m * g.n;
   if (c_mat == 0) return;
   if (g.k == 0) {

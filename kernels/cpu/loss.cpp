@@ -6,6 +6,7 @@
 #include "kernels/register_all.h"
 #include "kernels/cpu/via_float32.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -15,10 +16,10 @@ template <class T, class L>
 void xent_rows(KernelContext& ctx) {
   const Tensor& logits = ctx.input(0);
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
-  const T* x = static_cast<const T*>(logits.raw_data());
-  const L* labels = static_cast<const L*>(ctx.input(1).raw_data());
-  T* loss = static_cast<T*>(ctx.output(0).raw_data());
-  T* back = static_cast<T*>(ctx.output(1).raw_data());
+  const T* x = static_cast<const T*>(raw_data(logits));
+  const L* labels = static_cast<const L*>(raw_data(ctx.input(1)));
+  T* loss = static_cast<T*>(raw_data(ctx.output(0)));
+  T* back = static_cast<T*>(raw_data(ctx.output(1)));
   for (int64_t i = 0; i < n; ++i) {
     int64_t label = static_cast<int64_t>(labels[i]);
     if (label < 0 || label >= c)

@@ -2,6 +2,7 @@
 // elementwise_ops.h, shared with FusedElementwise.
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/register_all.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -13,10 +14,10 @@ void select_k(KernelContext& c) {
   const Tensor& a = c.input(1);
   const Tensor& b = c.input(2);
   Tensor& out = c.output(0);
-  const bool* pc = static_cast<const bool*>(cond.raw_data());
-  const T* pa = static_cast<const T*>(a.raw_data());
-  const T* pb = static_cast<const T*>(b.raw_data());
-  T* po = static_cast<T*>(out.raw_data());
+  const bool* pc = static_cast<const bool*>(raw_data(cond));
+  const T* pa = static_cast<const T*>(raw_data(a));
+  const T* pb = static_cast<const T*>(raw_data(b));
+  T* po = static_cast<T*>(raw_data(out));
   BroadcastPlan<3> plan(out.shape(), {&cond.shape(), &a.shape(), &b.shape()});
   const int64_t len = plan.inner;
   const auto s = plan.inner_stride;

@@ -11,6 +11,7 @@
 #include "kernels/cpu/copy_util.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -30,7 +31,7 @@ void pad_kernel(KernelContext& ctx) {
   if (out_t.size() == 0) return;
   const auto& p = ctx.attrs.get<std::vector<int64_t>>("paddings");
   const int64_t elem = static_cast<int64_t>(dtype_size(x.dtype()));
-  char* dst = static_cast<char*>(out_t.raw_data());
+  char* dst = static_cast<char*>(raw_data(out_t));
   if (x.size() == 0) {  // all padding; from here on every input dim is >= 1
     ctx.pool().parallel_for(out_t.size() * elem, kCopyGrainBytes,
                             [&](int64_t b, int64_t e) { std::memset(dst + b, 0, e - b); });
@@ -63,7 +64,7 @@ void pad_kernel(KernelContext& ctx) {
     stride *= outer[k].in;
     rows *= outer[k].out();
   }
-  const char* src = static_cast<const char*>(x.raw_data());
+  const char* src = static_cast<const char*>(raw_data(x));
 
   if (rows == 1) {
     // One row (padding of the outermost non-trivial dim only): the three parts are each big.

@@ -8,6 +8,7 @@
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/random_seed.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -19,7 +20,7 @@ void generate(KernelContext& ctx, bool normal) {
   const Philox4x32 gen(rs.key);
   const double a = ctx.attrs.get<double>(normal ? "mean" : "low");
   const double b = ctx.attrs.get<double>(normal ? "stddev" : "high");
-  T* out = static_cast<T*>(ctx.output(0).raw_data());
+  T* out = static_cast<T*>(raw_data(ctx.output(0)));
   const int64_t n = ctx.output(0).size();
   constexpr int64_t per_block = std::is_same_v<T, float> ? 4 : 2;
   const int64_t blocks = (n + per_block - 1) / per_block;

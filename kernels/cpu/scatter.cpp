@@ -19,6 +19,7 @@
 #include "kernels/cpu/index_errors.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -56,14 +57,14 @@ void segment_sum_typed(KernelContext& ctx) {
   const Tensor& out_t = ctx.output(0);
   const int64_t segments = ctx.attrs.get<int64_t>("num_segments");
   const int64_t rows = ids_t.size();
-  const I* ids = rows ? static_cast<const I*>(ids_t.raw_data()) : nullptr;
+  const I* ids = rows ? static_cast<const I*>(raw_data(ids_t)) : nullptr;
   // Checked before anything is written, so a bad id leaves no half-summed output behind.
   if (const int64_t i = first_out_of_range(ids, rows, segments); i >= 0)
     ctx.fail(segment_id_message(i, ids_t.shape(), static_cast<int64_t>(ids[i]), segments));
   if (out_t.size() == 0) return;
-  T* out = static_cast<T*>(out_t.raw_data());
+  T* out = static_cast<T*>(raw_data(out_t));
   const int64_t inner = out_t.size() / segments;
-  const T* in = data.size() ? static_cast<const T*>(data.raw_data()) : nullptr;
+  const T* in = data.size() ? static_cast<const T*>(raw_data(data)) : nullptr;
   ThreadPool& pool = ctx.pool();
 
   const bool by_columns = inner >= kColumnSplitWidth && segments <= rows;

@@ -7,6 +7,7 @@
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -24,13 +25,13 @@ double learning_rate(const KernelContext& ctx) { return rate(ctx, 0, "lr"); }
 
 template <class T>
 T* writable(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());  // these ops own their inputs' buffers by contract
+  return static_cast<T*>(raw_data(t));  // these ops own their inputs' buffers by contract
 }
 
 template <class T>
 void gradient_descent(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
-  const T* g = static_cast<const T*>(ctx.input(1).raw_data());
+  const T* g = static_cast<const T*>(raw_data(ctx.input(1)));
   const T lr = static_cast<T>(learning_rate(ctx));
   ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) w[i] -= lr * g[i];
@@ -41,7 +42,7 @@ template <class T>
 void momentum(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   T* acc = writable<T>(ctx.input(1));
-  const T* g = static_cast<const T*>(ctx.input(2).raw_data());
+  const T* g = static_cast<const T*>(raw_data(ctx.input(2)));
   const T lr = static_cast<T>(learning_rate(ctx));
   const T mu = static_cast<T>(ctx.attrs.get<double>("momentum"));
   const bool nesterov = ctx.attrs.get<bool>("nesterov");
@@ -59,7 +60,7 @@ void adam(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   T* m = writable<T>(ctx.input(1));
   T* v = writable<T>(ctx.input(2));
-  const T* g = static_cast<const T*>(ctx.input(3).raw_data());
+  const T* g = static_cast<const T*>(raw_data(ctx.input(3)));
   const T lr = static_cast<T>(learning_rate(ctx));  // already bias-corrected
   const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
   const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
@@ -80,7 +81,7 @@ void adamw(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   T* m = writable<T>(ctx.input(1));
   T* v = writable<T>(ctx.input(2));
-  const T* g = static_cast<const T*>(ctx.input(3).raw_data());
+  const T* g = static_cast<const T*>(raw_data(ctx.input(3)));
   const T lr = static_cast<T>(rate(ctx, 0, "lr"));  // already bias-corrected
   const T decay = static_cast<T>(rate(ctx, 1, "decay"));
   const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
@@ -107,7 +108,7 @@ void global_squared_norm(KernelContext& ctx) {
   };
   std::vector<Block> blocks;
   for (const Tensor& x : ctx.inputs) {
-    const T* p = static_cast<const T*>(x.raw_data());
+    const T* p = static_cast<const T*>(raw_data(x));
     for (int64_t at = 0; at < x.size(); at += kBlock) blocks.push_back({p + at, std::min(kBlock, x.size() - at)});
   }
   std::vector<double> sums(blocks.size());
@@ -124,7 +125,7 @@ void global_squared_norm(KernelContext& ctx) {
   });
   double total = 0;
   for (double s : sums) total += s;
-  *static_cast<T*>(ctx.output(0).raw_data()) = static_cast<T>(total);
+  *static_cast<T*>(raw_data(ctx.output(0))) = static_cast<T>(total);
 }
 
 }  // namespace

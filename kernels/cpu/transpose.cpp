@@ -14,6 +14,7 @@
 #include "kernels/cuda/copy_geometry.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -38,8 +39,8 @@ void copy_rows(KernelContext& ctx, const Plan& plan, size_t elem) {
   Walk walk;
   for (int64_t i = 0; i + 1 < r; ++i) walk.add_dim(plan.dims[plan.perm[i]], in_strides[plan.perm[i]], 0);
   const int64_t row_bytes = plan.dims[r - 1] * static_cast<int64_t>(elem);
-  const char* in = static_cast<const char*>(ctx.input(0).raw_data());
-  char* out = static_cast<char*>(ctx.output(0).raw_data());
+  const char* in = static_cast<const char*>(raw_data(ctx.input(0)));
+  char* out = static_cast<char*>(raw_data(ctx.output(0)));
   ctx.pool().parallel_for(walk.count(), std::max<int64_t>(1, kCopyGrainBytes / row_bytes),
                           [&](int64_t begin, int64_t end) {
     Walk w = walk;
@@ -78,8 +79,8 @@ void copy_tiles(KernelContext& ctx, const Plan& plan) {
   const int64_t tile_bytes = tile_a * tile_b * static_cast<int64_t>(sizeof(W));
   constexpr int64_t w = sizeof(W);
 
-  const char* in = static_cast<const char*>(ctx.input(0).raw_data());
-  char* out = static_cast<char*>(ctx.output(0).raw_data());
+  const char* in = static_cast<const char*>(raw_data(ctx.input(0)));
+  char* out = static_cast<char*>(raw_data(ctx.output(0)));
   ctx.pool().parallel_for(tiles, std::max<int64_t>(1, kCopyGrainBytes / tile_bytes), [&](int64_t begin, int64_t end) {
     Walk o = outer;
     for (int64_t t = begin; t < end; ++t) {
@@ -106,7 +107,7 @@ void transpose_kernel(KernelContext& ctx) {
   const Plan plan = simplify(x.shape(), ctx.attrs.get_or<std::vector<int64_t>>("perm", {}));
   const int64_t r = static_cast<int64_t>(plan.dims.size());
   if (r <= 1) {
-    parallel_memcpy(ctx.pool(), ctx.output(0).raw_data(), x.raw_data(), static_cast<int64_t>(x.nbytes()));
+    parallel_memcpy(ctx.pool(), raw_data(ctx.output(0)), raw_data(x), static_cast<int64_t>(x.nbytes()));
   } else if (plan.perm[r - 1] == r - 1) {
     copy_rows(ctx, plan, elem);
   } else {

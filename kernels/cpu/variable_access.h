@@ -12,6 +12,7 @@
 
 #include "runtime/device_transfer.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 #include "runtime/variable_state.h"
 
 namespace weft::cpu {
@@ -24,13 +25,13 @@ inline std::mutex& variable_mutex() {
 }
 
 inline bool exclusively_owned(const Tensor& t) {
-  const TensorImpl* impl = t.impl();
+  const TensorImpl* impl = tensor_impl(t);
   return impl->ref_count() == 1 && impl->buffer && impl->buffer->ref_count() == 1;
 }
 
 inline Tensor copy_of(const Tensor& t) {
   Tensor out = Tensor::empty(t.dtype(), t.shape(), t.device_ptr());
-  if (t.nbytes()) t.device_ptr()->copy_on_device(t.raw_data(), out.raw_data(), t.nbytes());
+  if (t.nbytes()) t.device_ptr()->copy_on_device(raw_data(t), raw_data(out), t.nbytes());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "kernels/cpu/broadcast_plan.h"
 #include "runtime/error.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cpu {
 
@@ -17,8 +18,8 @@ bool is_16bit(DType d) { return d == DType::Float16 || d == DType::BFloat16; }
 // A 16-bit tensor as a new float32 one on the same device (exact: every 16-bit value is a float).
 Tensor widen(const Tensor& x, KernelContext& c) {
   Tensor w = Tensor::empty(DType::Float32, x.shape(), &c.device);
-  float* out = static_cast<float*>(w.raw_data());
-  const uint16_t* in = static_cast<const uint16_t*>(x.raw_data());
+  float* out = static_cast<float*>(raw_data(w));
+  const uint16_t* in = static_cast<const uint16_t*>(raw_data(x));
   const bool half = x.dtype() == DType::Float16;
   c.pool().parallel_for(x.size(), kCheapGrain, [&](int64_t b, int64_t e) {
     if (half)
@@ -32,8 +33,8 @@ Tensor widen(const Tensor& x, KernelContext& c) {
 // Rounds a float32 result into the preallocated 16-bit output, once, to nearest even: the same
 // rounding as Cast, so the result is exactly cast(op(cast(x, float32)), dtype).
 void narrow(const Tensor& wide, Tensor& out, KernelContext& c) {
-  const float* in = static_cast<const float*>(wide.raw_data());
-  uint16_t* o = static_cast<uint16_t*>(out.raw_data());
+  const float* in = static_cast<const float*>(raw_data(wide));
+  uint16_t* o = static_cast<uint16_t*>(raw_data(out));
   const bool half = out.dtype() == DType::Float16;
   c.pool().parallel_for(out.size(), kCheapGrain, [&](int64_t b, int64_t e) {
     if (half)

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/copy_launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -98,7 +99,7 @@ void gather_typed(KernelContext& ctx) {
   visit_width(params, [&](auto w) {
     using W = decltype(w);
     gather_kernel<W, I><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-        out_data<W>(ctx), in_data<W>(ctx, 0), static_cast<const I*>(indices.raw_data()), n, count, inner, limit);
+        out_data<W>(ctx), in_data<W>(ctx, 0), static_cast<const I*>(raw_data(indices)), n, count, inner, limit);
   });
   check_launch(ctx);
 }

@@ -18,6 +18,7 @@
 #include "kernels/philox.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -156,7 +157,7 @@ Geo geometry(KernelContext& ctx, int first, int extra) {
   Geo g = attention_params(ctx, first, extra);
   if (g.seed_input >= 0) {
     int64_t seed = 0;
-    cudaMemcpyAsync(&seed, ctx.input(g.seed_input).raw_data(), sizeof(seed), cudaMemcpyDeviceToHost,
+    cudaMemcpyAsync(&seed, raw_data(ctx.input(g.seed_input)), sizeof(seed), cudaMemcpyDeviceToHost,
                     cuda_context(ctx).stream);
     cudaStreamSynchronize(cuda_context(ctx).stream);
     g.seed = static_cast<uint64_t>(seed);
@@ -173,8 +174,8 @@ void attention(KernelContext& ctx) {
   if (rows == 0) return;
   Tensor acc = Tensor::empty(ctx.output(1).dtype(), Shape{rows * g.dv}, &ctx.device);
   forward_kernel<T, P><<<blocks_for(rows), kThreads, 0, cuda_context(ctx).stream>>>(
-      g, static_cast<const T*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()), static_cast<const T*>(ctx.input(2).raw_data()), static_cast<T*>(ctx.output(0).raw_data()),
-      static_cast<P*>(ctx.output(1).raw_data()), static_cast<P*>(acc.raw_data()), rows);
+      g, static_cast<const T*>(raw_data(ctx.input(0))), static_cast<const T*>(raw_data(ctx.input(1))), static_cast<const T*>(raw_data(ctx.input(2))), static_cast<T*>(raw_data(ctx.output(0))),
+      static_cast<P*>(raw_data(ctx.output(1))), static_cast<P*>(raw_data(acc)), rows);
   check_launch(ctx);
 }
 
@@ -185,26 +186,26 @@ void attention_grad(KernelContext& ctx) {
   cudaStream_t stream = cuda_context(ctx).stream;
   const DType pd = ctx.input(5).dtype();
   Tensor delta = Tensor::empty(pd, Shape{rows}, &ctx.device);
-  const T* dout = static_cast<const T*>(ctx.input(0).raw_data());
-  const T* q = static_cast<const T*>(ctx.input(1).raw_data());
-  const T* k = static_cast<const T*>(ctx.input(2).raw_data());
-  const T* v = static_cast<const T*>(ctx.input(3).raw_data());
-  const P* lse = static_cast<const P*>(ctx.input(5).raw_data());
-  P* dl = static_cast<P*>(delta.raw_data());
+  const T* dout = static_cast<const T*>(raw_data(ctx.input(0)));
+  const T* q = static_cast<const T*>(raw_data(ctx.input(1)));
+  const T* k = static_cast<const T*>(raw_data(ctx.input(2)));
+  const T* v = static_cast<const T*>(raw_data(ctx.input(3)));
+  const P* lse = static_cast<const P*>(raw_data(ctx.input(5)));
+  P* dl = static_cast<P*>(raw_data(delta));
   if (rows > 0) {
-    delta_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, dout, static_cast<const T*>(ctx.input(4).raw_data()), dl, rows);
+    delta_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, dout, static_cast<const T*>(raw_data(ctx.input(4))), dl, rows);
     check_launch(ctx);
     Tensor acc = Tensor::empty(pd, Shape{rows * g.d}, &ctx.device);
-    dq_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(ctx.output(0).raw_data()),
-                                                              static_cast<P*>(acc.raw_data()), rows);
+    dq_kernel<T, P><<<blocks_for(rows), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(raw_data(ctx.output(0))),
+                                                              static_cast<P*>(raw_data(acc)), rows);
     check_launch(ctx);
   }
   const int64_t nkeys = ctx.input(2).size() / (g.d > 0 ? g.d : 1);
   if (nkeys > 0) {
     Tensor acc = Tensor::empty(pd, Shape{nkeys * (g.d + g.dv)}, &ctx.device);
-    dkv_kernel<T, P><<<blocks_for(nkeys), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(ctx.output(1).raw_data()),
-                                                                static_cast<T*>(ctx.output(2).raw_data()),
-                                                                static_cast<P*>(acc.raw_data()), nkeys);
+    dkv_kernel<T, P><<<blocks_for(nkeys), kThreads, 0, stream>>>(g, q, k, v, dout, lse, dl, static_cast<T*>(raw_data(ctx.output(1))),
+                                                                static_cast<T*>(raw_data(ctx.output(2))),
+                                                                static_cast<P*>(raw_data(acc)), nkeys);
     check_launch(ctx);
   }
 }

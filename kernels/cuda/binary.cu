@@ -10,15 +10,16 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "kernels/cuda/elementwise_ops.cuh"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
 namespace {
 
 template <class T>
-const T* in_ptr(const KernelContext& ctx, int i) { return static_cast<const T*>(ctx.input(i).raw_data()); }
+const T* in_ptr(const KernelContext& ctx, int i) { return static_cast<const T*>(raw_data(ctx.input(i))); }
 template <class T>
-T* out_ptr(const KernelContext& ctx) { return static_cast<T*>(ctx.output(0).raw_data()); }
+T* out_ptr(const KernelContext& ctx) { return static_cast<T*>(raw_data(ctx.output(0))); }
 
 template <class Op, class T>
 void binary_kernel(KernelContext& ctx) {

@@ -10,6 +10,7 @@
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "runtime/dtype.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -89,8 +90,8 @@ template <class From>
 void cast_kernel(KernelContext& ctx) {
   visit_dtype(ctx.output(0).dtype(), [&](auto to) {
     using To = decltype(to);
-    launch_unary(ctx, ConvertOp<To>{}, static_cast<To*>(ctx.output(0).raw_data()),
-                 static_cast<const From*>(ctx.input(0).raw_data()));
+    launch_unary(ctx, ConvertOp<To>{}, static_cast<To*>(raw_data(ctx.output(0))),
+                 static_cast<const From*>(raw_data(ctx.input(0))));
   });
 }
 

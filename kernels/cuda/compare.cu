@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "kernels/cuda/elementwise_ops.cuh"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -13,15 +14,15 @@ namespace {
 
 template <class Op, class T>
 void compare_kernel(KernelContext& ctx) {
-  launch_elementwise(ctx, Op{}, static_cast<bool*>(ctx.output(0).raw_data()),
-                     static_cast<const T*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()));
+  launch_elementwise(ctx, Op{}, static_cast<bool*>(raw_data(ctx.output(0))),
+                     static_cast<const T*>(raw_data(ctx.input(0))), static_cast<const T*>(raw_data(ctx.input(1))));
 }
 
 template <class T>
 void select_kernel(KernelContext& ctx) {
-  launch_elementwise(ctx, SelectOp{}, static_cast<T*>(ctx.output(0).raw_data()),
-                     static_cast<const bool*>(ctx.input(0).raw_data()), static_cast<const T*>(ctx.input(1).raw_data()),
-                     static_cast<const T*>(ctx.input(2).raw_data()));
+  launch_elementwise(ctx, SelectOp{}, static_cast<T*>(raw_data(ctx.output(0))),
+                     static_cast<const bool*>(raw_data(ctx.input(0))), static_cast<const T*>(raw_data(ctx.input(1))),
+                     static_cast<const T*>(raw_data(ctx.input(2))));
 }
 
 template <class Op>

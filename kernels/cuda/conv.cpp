@@ -30,6 +30,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/error.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -251,7 +252,7 @@ struct Problem {
     const int64_t dims[4] = {p.f, p.kh, p.kw, p.c};
     const int64_t strides[4] = {1, p.kw * p.c * p.f, p.c * p.f, p.f};
     for (int d = 0; d < 4; ++d) g.out_dims[d] = g.in_dims[d] = dims[d], g.in_strides[d] = strides[d];
-    check_copy(copy4d(g, hwio.raw_data(), out.raw_data(), elem(), cu.stream), ctx, "filter layout copy");
+    check_copy(copy4d(g, raw_data(hwio), raw_data(out), elem(), cu.stream), ctx, "filter layout copy");
     return out;
   }
 
@@ -261,7 +262,7 @@ struct Problem {
     const int64_t dims[4] = {p.kh, p.kw, p.c, p.f};
     const int64_t strides[4] = {p.kw * p.c, p.c, 1, p.kh * p.kw * p.c};
     for (int d = 0; d < 4; ++d) g.out_dims[d] = g.in_dims[d] = dims[d], g.in_strides[d] = strides[d];
-    check_copy(copy4d(g, krsc.raw_data(), hwio.raw_data(), elem(), cu.stream), ctx, "filter layout copy");
+    check_copy(copy4d(g, raw_data(krsc), raw_data(hwio), elem(), cu.stream), ctx, "filter layout copy");
   }
 
   // The image inside a zeroed [n, hp, wp, c] one, offset by the extra top rows and left columns.
@@ -272,7 +273,7 @@ struct Problem {
     const int64_t strides[4] = {p.h * p.w * p.c, p.w * p.c, p.c, 1}, before[4] = {0, pad.extra_top, pad.extra_left, 0};
     for (int d = 0; d < 4; ++d)
       g.out_dims[d] = out_dims[d], g.in_dims[d] = in_dims[d], g.in_strides[d] = strides[d], g.before[d] = before[d];
-    check_copy(copy4d(g, image.raw_data(), out.raw_data(), elem(), cu.stream), ctx, "padding copy");
+    check_copy(copy4d(g, raw_data(image), raw_data(out), elem(), cu.stream), ctx, "padding copy");
     return out;
   }
 
@@ -284,7 +285,7 @@ struct Problem {
     const int64_t before[4] = {0, -pad.extra_top, -pad.extra_left, 0};
     for (int d = 0; d < 4; ++d)
       g.out_dims[d] = out_dims[d], g.in_dims[d] = in_dims[d], g.in_strides[d] = strides[d], g.before[d] = before[d];
-    check_copy(copy4d(g, padded.raw_data(), image.raw_data(), elem(), cu.stream), ctx, "cropping copy");
+    check_copy(copy4d(g, raw_data(padded), raw_data(image), elem(), cu.stream), ctx, "cropping copy");
   }
 };
 
@@ -295,7 +296,7 @@ bool settled_if_empty(const KernelContext& ctx, CudaContext& cu, const ConvParam
   const Tensor& out = ctx.output(0);
   if (out.size() == 0) return true;
   if (p.n > 0 && p.c > 0 && p.f > 0) return false;
-  check_cuda(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), cu.stream), "conv2d: zero the output");
+  check_cuda(cudaMemsetAsync(raw_data(out), 0, out.nbytes(), cu.stream), "conv2d: zero the output");
   return true;
 }
 
@@ -313,9 +314,9 @@ void conv2d(KernelContext& ctx) {
   const Tensor ws = pr.workspace(bytes);
   const Tensor filter = pr.filter_to_krsc(ctx.input(1));
   const Tensor image = pr.pad.copied() ? pr.padded_image(ctx.input(0)) : ctx.input(0);
-  check_dnn(cudnnConvolutionForward(pr.handle, pr.one(), pr.x.d, image.raw_data(), pr.w.d, filter.raw_data(),
-                                    pr.conv.d, algo, ws.raw_data(), bytes, pr.zero(), pr.y.d,
-                                    ctx.output(0).raw_data()),
+  check_dnn(cudnnConvolutionForward(pr.handle, pr.one(), pr.x.d, raw_data(image), pr.w.d, raw_data(filter),
+                                    pr.conv.d, algo, raw_data(ws), bytes, pr.zero(), pr.y.d,
+                                    raw_data(ctx.output(0))),
             ctx, "cudnnConvolutionForward");
 }
 
@@ -328,7 +329,7 @@ void fused_conv2d(KernelContext& ctx) {
   const Tensor& y = ctx.output(0);
   if (y.size() == 0) return;
   const int64_t f = y.shape()[3];
-  launch_bias_activation(y.dtype(), y.raw_data(), ctx.input(2).raw_data(), y.size() / f, f,
+  launch_bias_activation(y.dtype(), raw_data(y), raw_data(ctx.input(2)), y.size() / f, f,
                          act == "relu" ? Activation::kRelu : Activation::kNone, cuda_context(ctx).stream);
   check_launch(ctx);
 }
@@ -347,9 +348,9 @@ void backprop_input(KernelContext& ctx) {
   const Tensor ws = pr.workspace(bytes);
   const Tensor filter = pr.filter_to_krsc(ctx.input(0));
   const Tensor dx = pr.pad.copied() ? pr.temp(pr.dtype, Shape{params.n, pr.pad.hp, pr.pad.wp, params.c}) : ctx.output(0);
-  check_dnn(cudnnConvolutionBackwardData(pr.handle, pr.one(), pr.w.d, filter.raw_data(), pr.y.d,
-                                         ctx.input(1).raw_data(), pr.conv.d, algo, ws.raw_data(), bytes, pr.zero(),
-                                         pr.x.d, dx.raw_data()),
+  check_dnn(cudnnConvolutionBackwardData(pr.handle, pr.one(), pr.w.d, raw_data(filter), pr.y.d,
+                                         raw_data(ctx.input(1)), pr.conv.d, algo, raw_data(ws), bytes, pr.zero(),
+                                         pr.x.d, raw_data(dx)),
             ctx, "cudnnConvolutionBackwardData");
   if (pr.pad.copied()) pr.crop_image(dx, ctx.output(0));
 }
@@ -369,9 +370,9 @@ void backprop_filter(KernelContext& ctx) {
   const Tensor ws = pr.workspace(bytes);
   const Tensor image = pr.pad.copied() ? pr.padded_image(ctx.input(0)) : ctx.input(0);
   const Tensor dw = pr.temp(pr.dtype, Shape{params.f, params.kh, params.kw, params.c});
-  check_dnn(cudnnConvolutionBackwardFilter(pr.handle, pr.one(), pr.x.d, image.raw_data(), pr.y.d,
-                                           ctx.input(1).raw_data(), pr.conv.d, algo, ws.raw_data(), bytes, pr.zero(),
-                                           pr.w.d, dw.raw_data()),
+  check_dnn(cudnnConvolutionBackwardFilter(pr.handle, pr.one(), pr.x.d, raw_data(image), pr.y.d,
+                                           raw_data(ctx.input(1)), pr.conv.d, algo, raw_data(ws), bytes, pr.zero(),
+                                           pr.w.d, raw_data(dw)),
             ctx, "cudnnConvolutionBackwardFilter");
   pr.filter_from_krsc(dw, ctx.output(0));
 }

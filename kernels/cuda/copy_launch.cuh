@@ -20,6 +20,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -30,9 +31,9 @@ decltype(auto) visit_width(const Tensor& t, F&& f) {
 }
 
 template <class W>
-W* out_data(const KernelContext& ctx, int i = 0) { return static_cast<W*>(ctx.output(i).raw_data()); }
+W* out_data(const KernelContext& ctx, int i = 0) { return static_cast<W*>(raw_data(ctx.output(i))); }
 template <class W>
-const W* in_data(const KernelContext& ctx, int i) { return static_cast<const W*>(ctx.input(i).raw_data()); }
+const W* in_data(const KernelContext& ctx, int i) { return static_cast<const W*>(raw_data(ctx.input(i))); }
 
 // Index is int32_t when g.index32, else int64_t.
 template <class W, class Index>
@@ -96,7 +97,7 @@ void check_ids_in_range(const KernelContext& ctx, const Tensor& ids, int64_t lim
   auto find_first = [&](auto zero) -> std::string {
     using I = decltype(zero);
     const Tensor host = ids.to(cpu_device());
-    const I* v = static_cast<const I*>(host.raw_data());
+    const I* v = static_cast<const I*>(raw_data(host));
     const int64_t j = cpu::first_out_of_range(v, count, limit);
     if (j < 0) return "the CUDA range check reported an index out of range that the host cannot find";
     return message(j, static_cast<int64_t>(v[j]));
@@ -107,10 +108,10 @@ void check_ids_in_range(const KernelContext& ctx, const Tensor& ids, int64_t lim
         CudaContext& cu = cuda_context(ctx);
         if (ids.dtype() == DType::Int64)
           check_range_kernel<int64_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-              static_cast<const int64_t*>(ids.raw_data()), count, limit, word);
+              static_cast<const int64_t*>(raw_data(ids)), count, limit, word);
         else
           check_range_kernel<int32_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-              static_cast<const int32_t*>(ids.raw_data()), count, limit, word);
+              static_cast<const int32_t*>(raw_data(ids)), count, limit, word);
         check_launch(ctx);
       },
       [&](int32_t) { return ids.dtype() == DType::Int64 ? find_first(int64_t{}) : find_first(int32_t{}); });

@@ -27,6 +27,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -167,7 +168,7 @@ void fused_kernel(KernelContext& ctx) {
     const Tensor& in = ctx.input(q);
     FusedInput& f = inputs[q];
     std::memset(&f, 0, sizeof f);
-    f.data = in.raw_data();
+    f.data = raw_data(in);
     const int64_t size = in.size();
     f.kind = size == n ? kFull : size == 1 ? kScalar : kBroadcast;
     if (f.kind != kBroadcast) continue;
@@ -188,7 +189,7 @@ void fused_kernel(KernelContext& ctx) {
     }
   }
 
-  T* out = static_cast<T*>(out_t.raw_data());
+  T* out = static_cast<T*>(raw_data(out_t));
   ProgramSource src;
   InlineProgram inline_program;  // the launch copies it into the kernel's argument
   Tensor table;                  // the larger programs' device copy, freed in stream order
@@ -206,10 +207,10 @@ void fused_kernel(KernelContext& ctx) {
     table = Tensor::empty(uint8, Shape{static_cast<int64_t>(bytes)}, &ctx.device);
     CudaContext& cu = cuda_context(ctx);
     // From pageable memory this returns once `host` has been read; the copy is ordered on the stream.
-    check_cuda(cudaMemcpyAsync(table.raw_data(), host.data(), bytes, cudaMemcpyHostToDevice, cu.stream),
+    check_cuda(cudaMemcpyAsync(raw_data(table), host.data(), bytes, cudaMemcpyHostToDevice, cu.stream),
                "copying a fused program to the GPU");
-    src.table_program = static_cast<const Instr*>(table.raw_data());
-    src.table_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(table.raw_data()) +
+    src.table_program = static_cast<const Instr*>(raw_data(table));
+    src.table_inputs = reinterpret_cast<const FusedInput*>(static_cast<const unsigned char*>(raw_data(table)) +
                                                            program_bytes);
   }
   if (prog.num_registers <= 8) launch<T, 8>(ctx, src, prog.count, num_inputs, prog.output, out, n);

@@ -34,6 +34,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/error.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -303,7 +304,7 @@ void matmul_kernel(KernelContext& ctx) {
   Tensor& c = ctx.output(0);
   const GemmGeometry g = matmul_geometry(a.shape(), b.shape(), c.shape(), ctx.attrs.get_or<bool>("transpose_a", false),
                                          ctx.attrs.get_or<bool>("transpose_b", false));
-  run_gemm(ctx, c.dtype(), g, a.raw_data(), b.raw_data(), c.raw_data(), nullptr, Activation::kNone);
+  run_gemm(ctx, c.dtype(), g, raw_data(a), raw_data(b), raw_data(c), nullptr, Activation::kNone);
 }
 
 Activation parse_activation(const KernelContext& ctx) {
@@ -329,8 +330,8 @@ void fused_matmul_kernel(KernelContext& ctx) {
     const Tensor& x = bias;
     if (x.shape() != c.shape())
       ctx.fail("relu_grad's x has shape " + x.shape().to_string() + "; the output has shape " + c.shape().to_string());
-    run_gemm(ctx, c.dtype(), g, a.raw_data(), b.raw_data(), c.raw_data(), nullptr, Activation::kNone);
-    launch_relu_grad_mask(c.dtype(), c.raw_data(), x.raw_data(), c.size(), cuda_context(ctx).stream);
+    run_gemm(ctx, c.dtype(), g, raw_data(a), raw_data(b), raw_data(c), nullptr, Activation::kNone);
+    launch_relu_grad_mask(c.dtype(), raw_data(c), raw_data(x), c.size(), cuda_context(ctx).stream);
     check_launch(ctx);
     return;
   }
@@ -338,7 +339,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
   if (bias.size() != g.n)
     ctx.fail("bias has " + std::to_string(bias.size()) + " elements; the output has " + std::to_string(g.n) +
              " columns");
-  run_gemm(ctx, c.dtype(), g, a.raw_data(), b.raw_data(), c.raw_data(), bias.raw_data(), act);
+  run_gemm(ctx, c.dtype(), g, raw_data(a), raw_data(b), raw_data(c), raw_data(bias), act);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "kernels/cuda/reduce_geometry.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -123,18 +124,18 @@ void batch_norm(KernelContext& ctx) {
   const double eps = ctx.attrs.get_or<double>("epsilon", 1e-3);
   CudaContext& cu = cuda_context(ctx);
   Tensor ab = Tensor::empty(ctx.output(1).dtype(), Shape{2 * c}, &ctx.device);
-  auto in = [&](int i) { return static_cast<const P*>(ctx.input(i).raw_data()); };
-  auto out = [&](int i) { return static_cast<P*>(ctx.output(i).raw_data()); };
+  auto in = [&](int i) { return static_cast<const P*>(raw_data(ctx.input(i))); };
+  auto out = [&](int i) { return static_cast<P*>(raw_data(ctx.output(i))); };
   batch_norm_stats_kernel<T, P><<<channel_blocks(c), kChannelThreads, 0, cu.stream>>>(
-      static_cast<const T*>(xt.raw_data()), in(1), in(2), training ? nullptr : in(3), training ? nullptr : in(4),
-      out(1), out(2), out(3), static_cast<P*>(ab.raw_data()), rows, c, eps, training);
+      static_cast<const T*>(raw_data(xt)), in(1), in(2), training ? nullptr : in(3), training ? nullptr : in(4),
+      out(1), out(2), out(3), static_cast<P*>(raw_data(ab)), rows, c, eps, training);
   check_launch(ctx);
   const int64_t n = xt.size();
   if (n == 0) return;
   const LaunchGeometry lg = launch_geometry(n);
   affine_kernel<T, P><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-      static_cast<const T*>(xt.raw_data()), static_cast<const P*>(ab.raw_data()),
-      static_cast<T*>(ctx.output(0).raw_data()), n, c);
+      static_cast<const T*>(raw_data(xt)), static_cast<const P*>(raw_data(ab)),
+      static_cast<T*>(raw_data(ctx.output(0))), n, c);
   check_launch(ctx);
 }
 
@@ -147,18 +148,18 @@ void batch_norm_grad(KernelContext& ctx) {
   const bool training = ctx.attrs.get<bool>("is_training");
   CudaContext& cu = cuda_context(ctx);
   Tensor coef = Tensor::empty(ctx.output(1).dtype(), Shape{3 * c}, &ctx.device);
-  auto in = [&](int i) { return static_cast<const P*>(ctx.input(i).raw_data()); };
-  const T* dy = static_cast<const T*>(ctx.input(0).raw_data());
-  const T* x = static_cast<const T*>(xt.raw_data());
+  auto in = [&](int i) { return static_cast<const P*>(raw_data(ctx.input(i))); };
+  const T* dy = static_cast<const T*>(raw_data(ctx.input(0)));
+  const T* x = static_cast<const T*>(raw_data(xt));
   batch_norm_grad_sums_kernel<T, P><<<channel_blocks(c), kChannelThreads, 0, cu.stream>>>(
-      dy, x, in(2), in(3), in(4), static_cast<P*>(ctx.output(1).raw_data()),
-      static_cast<P*>(ctx.output(2).raw_data()), static_cast<P*>(coef.raw_data()), rows, c, training);
+      dy, x, in(2), in(3), in(4), static_cast<P*>(raw_data(ctx.output(1))),
+      static_cast<P*>(raw_data(ctx.output(2))), static_cast<P*>(raw_data(coef)), rows, c, training);
   check_launch(ctx);
   const int64_t n = xt.size();
   if (n == 0) return;
   const LaunchGeometry lg = launch_geometry(n);
   batch_norm_dx_kernel<T, P><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-      dy, x, in(3), in(4), static_cast<const P*>(coef.raw_data()), static_cast<T*>(ctx.output(0).raw_data()), n, c);
+      dy, x, in(3), in(4), static_cast<const P*>(raw_data(coef)), static_cast<T*>(raw_data(ctx.output(0))), n, c);
   check_launch(ctx);
 }
 
@@ -298,8 +299,8 @@ void layer_norm(KernelContext& ctx) {
   const LayerRows v = layer_rows(ctx.input(0), ctx.attrs);
   if (v.rows == 0) return;
   CudaContext& cu = cuda_context(ctx);
-  P* mean = static_cast<P*>(ctx.output(1).raw_data());
-  P* rstd = static_cast<P*>(ctx.output(2).raw_data());
+  P* mean = static_cast<P*>(raw_data(ctx.output(1)));
+  P* rstd = static_cast<P*>(raw_data(ctx.output(2)));
   if (v.n == 0) {  // no statistics, as on the CPU
     const LaunchGeometry lg = launch_geometry(v.rows);
     fill_nan_kernel<<<lg.blocks, lg.threads, 0, cu.stream>>>(mean, rstd, v.rows);
@@ -307,9 +308,9 @@ void layer_norm(KernelContext& ctx) {
     return;
   }
   const double eps = ctx.attrs.get_or<double>("epsilon", 1e-5);
-  auto in = [&](int i) { return static_cast<const P*>(ctx.input(i).raw_data()); };
-  const T* x = static_cast<const T*>(ctx.input(0).raw_data());
-  T* y = static_cast<T*>(ctx.output(0).raw_data());
+  auto in = [&](int i) { return static_cast<const P*>(raw_data(ctx.input(i))); };
+  const T* x = static_cast<const T*>(raw_data(ctx.input(0)));
+  T* y = static_cast<T*>(raw_data(ctx.output(0)));
   launch_rows(v, [&](auto warp, unsigned blocks) {
     layer_norm_kernel<T, P, decltype(warp)::value>
         <<<blocks, kReduceThreads, 0, cu.stream>>>(x, in(1), in(2), y, mean, rstd, v.rows, v.n, eps);
@@ -322,13 +323,13 @@ void layer_norm_grad(KernelContext& ctx) {
   const LayerRows v = layer_rows(ctx.input(1), ctx.attrs);
   if (v.n == 0) return;
   CudaContext& cu = cuda_context(ctx);
-  auto in = [&](int i) { return static_cast<const P*>(ctx.input(i).raw_data()); };
-  const T* dy = static_cast<const T*>(ctx.input(0).raw_data());
-  const T* x = static_cast<const T*>(ctx.input(1).raw_data());
+  auto in = [&](int i) { return static_cast<const P*>(raw_data(ctx.input(i))); };
+  const T* dy = static_cast<const T*>(raw_data(ctx.input(0)));
+  const T* x = static_cast<const T*>(raw_data(ctx.input(1)));
   if (v.rows > 0) {
     launch_rows(v, [&](auto warp, unsigned blocks) {
       layer_norm_dx_kernel<T, P, decltype(warp)::value><<<blocks, kReduceThreads, 0, cu.stream>>>(
-          dy, x, in(2), in(3), in(4), static_cast<T*>(ctx.output(0).raw_data()), v.rows, v.n);
+          dy, x, in(2), in(3), in(4), static_cast<T*>(raw_data(ctx.output(0))), v.rows, v.n);
     });
     check_launch(ctx);
   }
@@ -338,14 +339,14 @@ void layer_norm_grad(KernelContext& ctx) {
   const int64_t chunks = (v.rows + chunk_rows - 1) / chunk_rows;
   const unsigned column_blocks = static_cast<unsigned>((v.n + kReduceThreads - 1) / kReduceThreads);
   Tensor part = Tensor::empty(DType::Float64, Shape{std::max<int64_t>(chunks, 1) * 2 * v.n}, &ctx.device);
-  double* pp = static_cast<double*>(part.raw_data());
+  double* pp = static_cast<double*>(raw_data(part));
   if (chunks > 0) {
     layer_norm_column_part_kernel<T, P><<<dim3(column_blocks, static_cast<unsigned>(chunks)), kReduceThreads, 0,
                                           cu.stream>>>(dy, x, in(3), in(4), pp, v.rows, v.n, chunk_rows);
     check_launch(ctx);
   }
   layer_norm_column_total_kernel<P><<<column_blocks, kReduceThreads, 0, cu.stream>>>(
-      pp, static_cast<P*>(ctx.output(1).raw_data()), static_cast<P*>(ctx.output(2).raw_data()), v.n, chunks);
+      pp, static_cast<P*>(raw_data(ctx.output(1))), static_cast<P*>(raw_data(ctx.output(2))), v.n, chunks);
   check_launch(ctx);
 }
 

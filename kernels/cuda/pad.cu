@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/copy_launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -41,7 +42,7 @@ void pad(KernelContext& ctx) {
   if (out.size() == 0) return;
   CudaContext& cu = cuda_context(ctx);
   if (x.size() == 0) {  // all padding
-    check_cuda(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), cu.stream), "pad: zero the output");
+    check_cuda(cudaMemsetAsync(raw_data(out), 0, out.nbytes(), cu.stream), "pad: zero the output");
     return;
   }
   const PadGeometry g = pad_geometry(x.shape(), ctx.attrs.get<std::vector<int64_t>>("paddings"), ctx.op.display);

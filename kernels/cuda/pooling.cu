@@ -19,6 +19,7 @@
 #include "kernels/pooling_kernel_geometry.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -140,11 +141,11 @@ __global__ void pool_grad_kernel(PoolGeometry g, const T* x, const T* dy, T* dx,
 
 template <class T>
 const T* in_data(const KernelContext& c, int i) {
-  return static_cast<const T*>(c.input(i).raw_data());
+  return static_cast<const T*>(raw_data(c.input(i)));
 }
 template <class T>
 T* out_data(const KernelContext& c) {
-  return static_cast<T*>(c.output(0).raw_data());
+  return static_cast<T*>(raw_data(c.output(0)));
 }
 
 template <class T>

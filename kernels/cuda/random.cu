@@ -20,6 +20,7 @@
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/random_seed.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -62,7 +63,7 @@ void random_op(KernelContext& ctx) {
   constexpr int64_t per_block = std::is_same_v<T, float> ? 4 : 2;
   const int64_t blocks = (n + per_block - 1) / per_block;
   const LaunchGeometry lg = launch_geometry(blocks);
-  random_kernel<T, Normal><<<lg.blocks, lg.threads, 0, cu.stream>>>(static_cast<T*>(ctx.output(0).raw_data()), n,
+  random_kernel<T, Normal><<<lg.blocks, lg.threads, 0, cu.stream>>>(static_cast<T*>(raw_data(ctx.output(0))), n,
                                                                     blocks, rs.key, rs.stream, a, b);
   check_launch(ctx);
 }

@@ -30,6 +30,7 @@
 #include "kernels/cuda/reduce_geometry.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -302,7 +303,7 @@ void run_reduction(const KernelContext& ctx, const R& r, const ReducePlan& p, co
     const RowLaunch l = row_launch(p.outer, p.n, target);
     if (l.chunks == 1) return launch_rows<R, T, true>(ctx, r, x, y, p.outer, p.n, l);
     Tensor part = partials<Acc>(ctx, p.outer * l.chunks);
-    Acc* acc = static_cast<Acc*>(part.raw_data());
+    Acc* acc = static_cast<Acc*>(raw_data(part));
     launch_rows<R, T, false>(ctx, r, x, acc, p.outer, p.n, l);
     // Chunks are few (at most the target block count): the second pass never splits again.
     const RowLaunch l2 = row_launch(p.outer, l.chunks, 0);
@@ -312,7 +313,7 @@ void run_reduction(const KernelContext& ctx, const R& r, const ReducePlan& p, co
   const ColumnLaunch l = column_launch(p.outer, p.n, p.inner, target);
   if (l.chunks == 1) return launch_columns<R, T, true>(ctx, r, x, y, p.outer, p.n, p.inner, l);
   Tensor part = partials<Acc>(ctx, p.outer * l.chunks * p.inner);
-  Acc* acc = static_cast<Acc*>(part.raw_data());
+  Acc* acc = static_cast<Acc*>(raw_data(part));
   launch_columns<R, T, false>(ctx, r, x, acc, p.outer, p.n, p.inner, l);
   const ColumnLaunch l2 = column_launch(p.outer, l.chunks, p.inner, 0);
   launch_columns<R, Acc, true>(ctx, r, acc, y, p.outer, l.chunks, p.inner, l2);
@@ -325,7 +326,7 @@ void reduce_kernel(KernelContext& ctx, R r) {
   const ReducePlan p = reduce_plan(shape, reduced_mask(ctx, shape), ctx.op.display);
   if (p.count == 0 && !R::kHasIdentity)
     ctx.fail("cannot reduce over an empty axis (input shape " + shape.to_string() + "): the reduction has no identity");
-  T* y = static_cast<T*>(ctx.output(0).raw_data());
+  T* y = static_cast<T*>(raw_data(ctx.output(0)));
   if (p.out_n == 0) return;
   if (ctx.output(0).size() != p.out_n)
     ctx.fail("the output has " + std::to_string(ctx.output(0).size()) + " elements, the reduction of " +
@@ -338,7 +339,7 @@ void reduce_kernel(KernelContext& ctx, R r) {
     return;
   }
   r.mean_count = r.mean_count ? p.count : 0;
-  run_reduction(ctx, r, p, static_cast<const T*>(in.raw_data()), y);
+  run_reduction(ctx, r, p, static_cast<const T*>(raw_data(in)), y);
 }
 
 template <class T>
@@ -364,8 +365,8 @@ void argmax_kernel(KernelContext& ctx) {
   mask[axis] = 1;
   const ReducePlan p = reduce_plan(shape, mask, ctx.op.display);  // one reduced dim: always contiguous
   if (p.out_n == 0) return;
-  run_reduction(ctx, ArgMaxReduce<T>{}, p, static_cast<const T*>(in.raw_data()),
-                static_cast<int64_t*>(ctx.output(0).raw_data()));
+  run_reduction(ctx, ArgMaxReduce<T>{}, p, static_cast<const T*>(raw_data(in)),
+                static_cast<int64_t*>(raw_data(ctx.output(0))));
 }
 
 template <class T>

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/copy_launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -47,7 +48,7 @@ void segment_sum_typed(KernelContext& ctx) {
   });
   if (out.size() == 0) return;
   CudaContext& cu = cuda_context(ctx);
-  check_cuda(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), cu.stream), "unsorted_segment_sum: zero the output");
+  check_cuda(cudaMemsetAsync(raw_data(out), 0, out.nbytes(), cu.stream), "unsorted_segment_sum: zero the output");
   const int64_t n = data.size();
   if (n == 0) return;
   const int64_t inner = out.size() / segments;

@@ -24,6 +24,7 @@
 #include "kernels/cuda/reduce_geometry.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -176,7 +177,7 @@ void softmax_split_rows(const KernelContext& ctx, const T* x, T* y, int64_t rows
   const int64_t segments = rows * l.chunks;
   // [sums][maxima]: S is at least as wide as C, so both arrays stay aligned.
   Tensor part = Tensor::empty(uint8, Shape{segments * static_cast<int64_t>(sizeof(S) + sizeof(C))}, &ctx.device);
-  S* part_sum = static_cast<S*>(part.raw_data());
+  S* part_sum = static_cast<S*>(raw_data(part));
   C* part_max = reinterpret_cast<C*>(part_sum + segments);
   const unsigned blocks = static_cast<unsigned>(l.blocks);
   softmax_chunk_max_kernel<T><<<blocks, kReduceThreads, 0, cu.stream>>>(x, part_max, segments, n, l.chunks, l.chunk);
@@ -207,8 +208,8 @@ void softmax_kernel(KernelContext& ctx) {
   for (int64_t i = 0; i < axis; ++i) outer *= shape[i];
   for (int64_t i = axis + 1; i < rank; ++i) inner *= shape[i];
   const int64_t n = shape[axis];
-  const T* x = static_cast<const T*>(in.raw_data());
-  T* y = static_cast<T*>(ctx.output(0).raw_data());
+  const T* x = static_cast<const T*>(raw_data(in));
+  T* y = static_cast<T*>(raw_data(ctx.output(0)));
   CudaContext& cu = cuda_context(ctx);
   if (inner == 1 && n > kWarpRowMax) {
     const RowLaunch l = row_launch(outer, n, target_blocks(cu.sm_count));
@@ -272,7 +273,7 @@ __global__ void xent_kernel(const T* __restrict__ x, const L* __restrict__ label
 template <class L>
 std::string first_bad_label(const KernelContext& ctx, int64_t classes) {
   const Tensor host = ctx.input(1).to(cpu_device());
-  const L* labels = static_cast<const L*>(host.raw_data());
+  const L* labels = static_cast<const L*>(raw_data(host));
   for (int64_t i = 0; i < host.size(); ++i) {
     const int64_t label = static_cast<int64_t>(labels[i]);
     if (label < 0 || label >= classes)
@@ -294,10 +295,10 @@ void xent_rows(KernelContext& ctx) {
   if (classes == 0)  // every label is out of range; the CPU reports the first
     ctx.fail(first_bad_label<L>(ctx, classes));
   CudaContext& cu = cuda_context(ctx);
-  const T* x = static_cast<const T*>(logits.raw_data());
-  const L* labels = static_cast<const L*>(ctx.input(1).raw_data());
-  T* loss = static_cast<T*>(ctx.output(0).raw_data());
-  T* back = static_cast<T*>(ctx.output(1).raw_data());
+  const T* x = static_cast<const T*>(raw_data(logits));
+  const L* labels = static_cast<const L*>(raw_data(ctx.input(1)));
+  T* loss = static_cast<T*>(raw_data(ctx.output(0)));
+  T* back = static_cast<T*>(raw_data(ctx.output(1)));
   launch_checked(
       ctx,
       [&](int32_t* word) {

@@ -21,6 +21,7 @@
 #include "kernels/cuda/reduce_device.cuh"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -124,7 +125,7 @@ LearningRate rate(const KernelContext& ctx, int index, const char* attr) {
     const Tensor& t = ctx.inputs[static_cast<size_t>(input)];
     if (t.size() != 1)
       ctx.fail(std::string("the '") + attr + "' input must be a float64 scalar, got " + t.shape().to_string());
-    if (t.device_ptr() && t.device_ptr()->type() == DeviceType::CUDA) r.device = static_cast<const double*>(t.raw_data());
+    if (t.device_ptr() && t.device_ptr()->type() == DeviceType::CUDA) r.device = static_cast<const double*>(raw_data(t));
     else r.host = t.item<double>();
   } else {
     r.host = ctx.attrs.get<double>(attr);
@@ -146,7 +147,7 @@ int64_t checked_size(const KernelContext& ctx, int tensors) {
 
 template <class T>
 T* writable(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());  // these ops own their inputs' buffers by contract
+  return static_cast<T*>(raw_data(t));  // these ops own their inputs' buffers by contract
 }
 
 template <class T>
@@ -157,7 +158,7 @@ void gradient_descent(KernelContext& ctx) {
   const LaunchGeometry lg = launch_geometry(n);
   if (lg.blocks == 0) return;
   gradient_descent_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-      writable<T>(ctx.input(0)), static_cast<const T*>(ctx.input(1).raw_data()), n, lr);
+      writable<T>(ctx.input(0)), static_cast<const T*>(raw_data(ctx.input(1))), n, lr);
   check_launch(ctx);
 }
 
@@ -171,7 +172,7 @@ void momentum(KernelContext& ctx) {
   const LaunchGeometry lg = launch_geometry(n);
   if (lg.blocks == 0) return;
   momentum_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(writable<T>(ctx.input(0)), writable<T>(ctx.input(1)),
-                                                              static_cast<const T*>(ctx.input(2).raw_data()), n, lr, mu,
+                                                              static_cast<const T*>(raw_data(ctx.input(2))), n, lr, mu,
                                                               nesterov);
   check_launch(ctx);
 }
@@ -188,7 +189,7 @@ void adam(KernelContext& ctx) {
   if (lg.blocks == 0) return;
   adam_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(writable<T>(ctx.input(0)), writable<T>(ctx.input(1)),
                                                           writable<T>(ctx.input(2)),
-                                                          static_cast<const T*>(ctx.input(3).raw_data()), n, lr, b1, b2,
+                                                          static_cast<const T*>(raw_data(ctx.input(3))), n, lr, b1, b2,
                                                           eps);
   check_launch(ctx);
 }
@@ -206,7 +207,7 @@ void adamw(KernelContext& ctx) {
   if (lg.blocks == 0) return;
   adamw_kernel<T><<<lg.blocks, lg.threads, 0, cu.stream>>>(writable<T>(ctx.input(0)), writable<T>(ctx.input(1)),
                                                            writable<T>(ctx.input(2)),
-                                                           static_cast<const T*>(ctx.input(3).raw_data()), n, lr, decay,
+                                                           static_cast<const T*>(raw_data(ctx.input(3))), n, lr, decay,
                                                            b1, b2, eps);
   check_launch(ctx);
 }
@@ -260,17 +261,17 @@ void global_squared_norm(KernelContext& ctx) {
   for (const Tensor& x : ctx.inputs) count += norm_blocks(x.size());
   // Freed when it goes: the allocator orders the free after the kernels queued on the stream.
   Tensor partials = Tensor::empty(uint8, Shape{(count > 0 ? count : 1) * static_cast<int64_t>(sizeof(double))}, &ctx.device);
-  double* p = static_cast<double*>(partials.raw_data());
+  double* p = static_cast<double*>(raw_data(partials));
   int64_t at = 0;
   for (const Tensor& x : ctx.inputs) {
     const int64_t blocks = norm_blocks(x.size());
     if (blocks == 0) continue;
     squares_kernel<T><<<static_cast<unsigned>(blocks), kNormThreads, 0, cu.stream>>>(
-        static_cast<const T*>(x.raw_data()), x.size(), p + at);
+        static_cast<const T*>(raw_data(x)), x.size(), p + at);
     check_launch(ctx);
     at += blocks;
   }
-  sum_partials_kernel<T><<<1, kNormThreads, 0, cu.stream>>>(p, count, static_cast<T*>(ctx.output(0).raw_data()));
+  sum_partials_kernel<T><<<1, kNormThreads, 0, cu.stream>>>(p, count, static_cast<T*>(raw_data(ctx.output(0))));
   check_launch(ctx);
 }
 

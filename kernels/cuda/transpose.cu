@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/copy_launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -72,7 +73,7 @@ void transpose_kernel(KernelContext& ctx) {
   if (x.size() == 0) return;
   const TransposePlan plan = simplify_transpose(x.shape(), ctx.attrs.get_or<std::vector<int64_t>>("perm", {}));
   if (plan.dims.size() <= 1) {
-    copy_on_stream(ctx, ctx.output(0).raw_data(), x.raw_data(), x.nbytes());
+    copy_on_stream(ctx, raw_data(ctx.output(0)), raw_data(x), x.nbytes());
     return;
   }
   visit_width(x, [&](auto w) {

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise_launch.cuh"
 #include "kernels/cuda/elementwise_ops.cuh"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -33,7 +34,7 @@ struct CosOp {
 
 template <class Op, class T>
 void unary_kernel(KernelContext& ctx) {
-  launch_unary(ctx, Op{}, static_cast<T*>(ctx.output(0).raw_data()), static_cast<const T*>(ctx.input(0).raw_data()));
+  launch_unary(ctx, Op{}, static_cast<T*>(raw_data(ctx.output(0))), static_cast<const T*>(raw_data(ctx.input(0))));
 }
 
 template <class Op>

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise_launch.cuh"
+#include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
 
@@ -29,13 +30,13 @@ void assign_update(KernelContext& ctx) {
   VariableState& v = cpu::initialised(ctx);
   const Tensor& delta = ctx.input(0);
   cpu::check_same_shape(ctx, v, delta);
-  T* w = static_cast<T*>(cpu::placed_value(ctx, v, /*for_update=*/true).raw_data());
+  T* w = static_cast<T*>(raw_data(cpu::placed_value(ctx, v, /*for_update=*/true)));
   const int64_t n = delta.size();
   if (n == 0) return;
   CudaContext& cu = cuda_context(ctx);
   const LaunchGeometry lg = launch_geometry(n);
   update_in_place_kernel<T, kAdd><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-      w, static_cast<const T*>(delta.raw_data()), n);
+      w, static_cast<const T*>(raw_data(delta)), n);
   check_launch(ctx);
 }
 

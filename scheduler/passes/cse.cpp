@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -35,7 +36,7 @@ bool tensors_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   // Bytes, not values: 0.0 and -0.0 differ and NaNs of one pattern match, which is what makes
   // the merged constant indistinguishable from both originals.
-  return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  return a.nbytes() == 0 || std::memcmp(raw_data(a), raw_data(b), a.nbytes()) == 0;
 }
 
 bool values_equal(const AttrValue& a, const AttrValue& b) {
@@ -86,7 +87,7 @@ size_t hash_value(const AttrValue& v) {
           for (int64_t d : x.shape()) mix(h, std::hash<int64_t>{}(d));
           if (comparable(x) && x.nbytes() > 0)
             mix(h, std::hash<std::string_view>{}(
-                       std::string_view(static_cast<const char*>(x.raw_data()), x.nbytes())));
+                       std::string_view(static_cast<const char*>(raw_data(x)), x.nbytes())));
         } else if constexpr (std::is_same_v<T, GraphAttr>) {
           mix(h, std::hash<const void*>{}(x.get()));
         } else {

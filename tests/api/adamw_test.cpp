@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "api/dispatch.h"
 #include "reference.h"
 #include "weft/weft.h"
 

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "kernels/register_all.h"
+#include "runtime/graph.h"
 #include "runtime/op_registry.h"
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -30,7 +32,7 @@ std::map<std::string, int> op_counts(const Graph& g) {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.nbytes())) == 0;
+         std::memcmp(raw_data(a), raw_data(b), static_cast<size_t>(a.nbytes())) == 0;
 }
 
 struct Geometry {

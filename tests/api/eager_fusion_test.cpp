@@ -10,8 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "api/eager_fusion.h"
 #include "reference.h"
 #include "runtime/pending_value.h"
+#include "runtime/tensor_internals.h"
 #include "test_child_process.h"
 
 namespace weft {
@@ -27,7 +29,7 @@ class EagerFusionTest : public ::testing::Test {
   EagerFusion saved_ = EagerFusion::Gpus;
 };
 
-bool pending(const Tensor& t) { return !t.impl()->pending_done(); }
+bool pending(const Tensor& t) { return !tensor_impl(t)->pending_done(); }
 
 // What `program` gives in plain eager mode, every op run when called; the fixture's mode after.
 template <class F>

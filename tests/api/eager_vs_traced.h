@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <weft/weft.h>
 
+#include "api/dispatch.h"
 #include "gpu_devices.h"
 
 #include <cmath>

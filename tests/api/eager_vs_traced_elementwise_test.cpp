@@ -2,6 +2,7 @@
 // op (arithmetic, comparison, ReluGrad), where, and cast between every pair of dtypes. Each op runs on
 // every dtype the CPU has a kernel for, over the shapes of reference.h (scalars, zero-size dims,
 // broadcasting on either side, sizes split over the thread pool).
+#include "api/dispatch.h"
 #include "eager_vs_traced.h"
 #include "elementwise_ops.h"
 

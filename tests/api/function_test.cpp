@@ -15,6 +15,8 @@
 #include "api/ops/nn.h"
 #include "api/ops/random.h"
 #include "api/ops/reduce.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -268,14 +270,14 @@ TEST(Function, ArgumentsHeldByOneHandleAreNeverWrittenOver) {
   // must not take an argument's buffer for its output though the caller holds it only once.
   auto f = function([](Tensor x) { return relu(-x); });
   Tensor x = constant({1.f, -2.f, 3.f});
-  ASSERT_EQ(x.impl()->ref_count(), 1);
+  ASSERT_EQ(tensor_impl(x)->ref_count(), 1);
   for (int i = 0; i < 12; ++i) EXPECT_EQ(f(x).to_vector<float>(), (std::vector<float>{0.f, 2.f, 0.f}));
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1.f, -2.f, 3.f}));
-  EXPECT_EQ(x.impl()->ref_count(), 1);
+  EXPECT_EQ(tensor_impl(x)->ref_count(), 1);
   auto identity = function([](Tensor t) { return t; });
   Tensor same = identity(x);
   EXPECT_TRUE(same.same_as(x));
-  EXPECT_EQ(x.impl()->ref_count(), 2);
+  EXPECT_EQ(tensor_impl(x)->ref_count(), 2);
 }
 
 TEST(Function, ASteadySignatureStillChecksEveryCall) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/graph.h"
 #include "weft/weft.h"
 
 namespace weft {

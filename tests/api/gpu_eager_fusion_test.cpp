@@ -10,14 +10,16 @@
 #include <thread>
 #include <vector>
 
+#include "api/eager_fusion.h"
 #include "reference.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
 
 using ref::gpu_count;
 
-bool pending(const Tensor& t) { return !t.impl()->pending_done(); }
+bool pending(const Tensor& t) { return !tensor_impl(t)->pending_done(); }
 
 class GpuEagerFusion : public ::testing::Test {
  protected:

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "reference.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -192,9 +194,9 @@ TEST(Gpu, AVariableOnTheGpuIsUpdatedInPlaceByATracedStep) {
   auto step = function([&](Tensor x) { v->assign_add(x); });
   step(constant({1.f, 1.f, 1.f}));
   EXPECT_NE(v->value().device().find("GPU:0"), std::string::npos) << v->value().device();
-  const void* buffer = v->value().raw_data();
+  const void* buffer = raw_data(v->value());
   step(constant({0.5f, 0.5f, 0.5f}));
-  EXPECT_EQ(v->value().raw_data(), buffer) << "assign_add on the GPU must write the variable's buffer in place";
+  EXPECT_EQ(raw_data(v->value()), buffer) << "assign_add on the GPU must write the variable's buffer in place";
   EXPECT_EQ(v->value().to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "runtime/allocator.h"
 #include "weft/weft.h"
 
 namespace weft {

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include "api/dispatch.h"
 #include "elementwise_ops.h"
 #include "gradient_check.h"
+#include "runtime/allocator.h"
 #include "weft/weft.h"
 
 namespace weft {

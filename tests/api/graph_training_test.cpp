@@ -17,6 +17,7 @@
 #include "api/ops/reduce.h"
 #include "api/optim/optimizers.h"
 #include "api/session.h"
+#include "runtime/graph.h"
 
 namespace weft {
 namespace {

@@ -5,6 +5,7 @@
 // that an op still limited to wider dtypes refuses float16 naming itself. The eager-vs-traced
 // suites (eager_vs_traced_*_test.cpp) run every dtype an op has a CPU kernel for, so they cover the
 // 16-bit kernels too; SixteenBitKernelsReachTheEagerVsTracedSuites checks that they are there.
+#include "api/dispatch.h"
 #include "eager_vs_traced.h"
 #include "elementwise_ops.h"
 #include "half_reference.h"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/dispatch.h"
 #include "eager_vs_traced.h"
 #include "gradient_check.h"
 #include "weft/weft.h"

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "api/dispatch.h"
 #include "runtime/idx.h"
 #include "runtime/npy.h"
 #include "runtime/shard_split.h"

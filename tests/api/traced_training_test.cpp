@@ -12,6 +12,8 @@
 #include "api/ops/math.h"
 #include "api/ops/random.h"
 #include "api/optim/optimizers.h"
+#include "runtime/graph.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -177,13 +179,13 @@ TEST(TracedTraining, AnSgdStepUpdatesTheWeightsInPlace) {
   const Tensor y = cast(random::uniform({32}, 0, 3.99, 24), int32);
   (void)step(x, y).item<float>();  // trace, and make the weights private to their variables
   std::vector<const void*> before;
-  for (const Variable& v : m.model.trainable_variables()) before.push_back(v.value().raw_data());
+  for (const Variable& v : m.model.trainable_variables()) before.push_back(raw_data(v.value()));
   std::vector<std::vector<float>> first;
   for (const Variable& v : m.model.trainable_variables()) first.push_back(v.value().to_vector<float>());
   for (int i = 0; i < 3; ++i) (void)step(x, y).item<float>();
   const std::vector<Variable> vars = m.model.trainable_variables();
   for (size_t i = 0; i < vars.size(); ++i) {
-    EXPECT_EQ(vars[i].value().raw_data(), before[i]) << vars[i].name();
+    EXPECT_EQ(raw_data(vars[i].value()), before[i]) << vars[i].name();
     EXPECT_NE(vars[i].value().to_vector<float>(), first[i]) << vars[i].name() << " was not updated";
   }
 }

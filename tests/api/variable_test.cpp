@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -210,17 +211,17 @@ TEST(Variable, ValueForUpdateCopiesOnlyWhenShared) {
   const void* first = nullptr;
   {
     Tensor u = w.value_for_update();
-    first = u.raw_data();
+    first = raw_data(u);
     u.data<float>()[2] = 30.f;
   }
   EXPECT_EQ(values(w), (std::vector<float>{1, 2, 30}));
   {
     Tensor u = w.value_for_update();
-    EXPECT_EQ(u.raw_data(), first) << "nothing else held the value: no copy";
+    EXPECT_EQ(raw_data(u), first) << "nothing else held the value: no copy";
   }
   Tensor held = w.value();
   Tensor u = w.value_for_update();
-  EXPECT_NE(u.raw_data(), held.raw_data()) << "a reader holds the value: the update gets a private copy";
+  EXPECT_NE(raw_data(u), raw_data(held)) << "a reader holds the value: the update gets a private copy";
   u.data<float>()[0] = -1.f;
   EXPECT_EQ(values(held), (std::vector<float>{1, 2, 30}));
   EXPECT_EQ(values(w), (std::vector<float>{-1, 2, 30}));

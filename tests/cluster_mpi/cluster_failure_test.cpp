@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "api/weft/weft.h"
+#include "runtime/device.h"
 
 int main(int argc, char** argv) {
   using namespace weft;

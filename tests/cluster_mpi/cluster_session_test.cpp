@@ -16,6 +16,7 @@
 
 #include "api/weft/weft.h"
 #include "cluster/cluster_runtime.h"
+#include "runtime/device.h"
 #include "scheduler/step_rendezvous.h"
 #include "runtime/op_registry.h"
 #include "cluster_mpi/test_sleep_op.h"

@@ -8,6 +8,7 @@
 
 #include "api/weft/weft.h"
 #include "cluster_mpi/test_sleep_op.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -60,12 +61,12 @@ TEST(DataParallelMpi, ReplicasStayIdenticalBitForBit) {
     ASSERT_EQ(values.size(), static_cast<size_t>(dp.num_replicas()));
     for (size_t r = 1; r < values.size(); ++r) {
       ASSERT_EQ(values[r].nbytes(), values[0].nbytes());
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0)
           << v.name() << " differs between replica 0 and replica " << r;
     }
     // Replica 0's are the model's own.
     const Tensor own = v.value().to(cpu_device());
-    EXPECT_EQ(std::memcmp(values[0].raw_data(), own.raw_data(), values[0].nbytes()), 0) << v.name();
+    EXPECT_EQ(std::memcmp(raw_data(values[0]), raw_data(own), values[0].nbytes()), 0) << v.name();
   }
   EXPECT_EQ(adam.iterations(), 30);
 }

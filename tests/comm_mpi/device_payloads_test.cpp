@@ -20,6 +20,7 @@
 #include "comm/device_payloads.h"
 #include "comm/mpi_rendezvous.h"
 #include "mpi_rendezvous_fixture.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -55,7 +56,7 @@ class OrderedMpiPayloads final : public DevicePayloads {
     if (aborted_) std::rethrow_exception(aborted_);
     DevicePayloadTicket ticket{"fake:" + std::to_string(me_) + "->" + std::to_string(peer), next_send_[peer]++};
     Op op{MPI_REQUEST_NULL, value, {}};
-    MPI_Isend(value.raw_data(), static_cast<int>(value.nbytes()), MPI_BYTE, peer, 0, comm_, &op.request);
+    MPI_Isend(raw_data(value), static_cast<int>(value.nbytes()), MPI_BYTE, peer, 0, comm_, &op.request);
     ops_.push_back(std::move(op));
     if (key.edge_name.starts_with("dev_badlink")) ticket.link = "fake:nobody";
     if (key.edge_name.starts_with("dev_late")) {
@@ -79,7 +80,7 @@ class OrderedMpiPayloads final : public DevicePayloads {
     while (in.waiting.count(in.next)) {
       auto node = in.waiting.extract(in.next++);
       Op op{MPI_REQUEST_NULL, node.mapped().first, std::move(node.mapped().second)};
-      MPI_Irecv(op.value.raw_data(), static_cast<int>(op.value.nbytes()), MPI_BYTE, peer, 0, comm_, &op.request);
+      MPI_Irecv(raw_data(op.value), static_cast<int>(op.value.nbytes()), MPI_BYTE, peer, 0, comm_, &op.request);
       ops_.push_back(std::move(op));
     }
   }

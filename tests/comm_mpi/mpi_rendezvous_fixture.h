@@ -19,6 +19,7 @@
 #include "comm/mpi_rendezvous.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 
@@ -73,7 +74,7 @@ struct Pending {
 // Deterministic contents that depend on the sender, the receiver and the tensor's index.
 inline Tensor make_tensor(DType dtype, Shape shape, int from, int to, int index) {
   Tensor t = Tensor::empty(dtype, shape);
-  auto* bytes = static_cast<unsigned char*>(t.nbytes() ? t.raw_data() : nullptr);
+  auto* bytes = static_cast<unsigned char*>(t.nbytes() ? raw_data(t) : nullptr);
   for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 7 + from * 31 + to * 17 + index * 5) & 0xff);
   if (dtype == DType::Bool)
     for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] &= 1;
@@ -86,7 +87,7 @@ inline void expect_same(const Tensor& got, const Tensor& want, const std::string
   EXPECT_EQ(got.shape(), want.shape()) << what;
   ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
   if (want.nbytes()) {
-    EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0) << what << ": contents differ";
+    EXPECT_EQ(std::memcmp(raw_data(got), raw_data(want), want.nbytes()), 0) << what << ": contents differ";
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/safetensors.h"
+#include "runtime/tensor_internals.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   weft::TensorFile f;
@@ -20,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& [name, t] : f.tensors) {
     const weft::Tensor& u = again.tensors.at(name);
     if (u.dtype() != t.dtype() || u.shape() != t.shape() ||
-        (t.nbytes() && std::memcmp(u.raw_data(), t.raw_data(), t.nbytes()) != 0))
+        (t.nbytes() && std::memcmp(raw_data(u), raw_data(t), t.nbytes()) != 0))
       std::abort();
   }
   return 0;

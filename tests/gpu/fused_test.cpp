@@ -10,6 +10,7 @@
 #include "gpu_test_util.h"
 #include "kernels/defs/fused.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -135,12 +136,12 @@ TEST(CudaFused, OutputMayAliasAnInput) {
   Tensor want = run_on(*gpu(), "FusedElementwise", host, float32, p.inputs[0], fused_attrs(p));
   const OpDef* op = op_registry().find("FusedElementwise");
   std::vector<Tensor> ins{host[0].to(gpu()), host[1].to(gpu())};
-  const void* buffer = ins[0].raw_data();
+  const void* buffer = raw_data(ins[0]);
   std::vector<Tensor> outs(1);
   run_kernel(*op, find_kernel(*op, DeviceType::CUDA, float32), *gpu(), fused_attrs(p), ins, outs,
              [&](size_t) { return TensorMeta{float32, p.inputs[0]}; }, nullptr, /*reuse_input=*/0);
   ins.clear();
-  EXPECT_EQ(outs[0].raw_data(), buffer);
+  EXPECT_EQ(raw_data(outs[0]), buffer);
   EXPECT_TRUE(same_values(want, outs[0].to(cpu_device()), 0));
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/register_all.h"
 #include "runtime/device.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 
@@ -162,7 +163,7 @@ inline void expect_same_bits(std::string_view op, const std::vector<Tensor>& ins
 inline double element(const Tensor& t, int64_t i) {
   return visit_dtype(t.dtype(), [&](auto x) -> double {
     using T = decltype(x);
-    const T v = static_cast<const T*>(t.raw_data())[i];
+    const T v = static_cast<const T*>(raw_data(t))[i];
     if constexpr (std::is_same_v<T, Half>) return half_to_float(v);
     else if constexpr (std::is_same_v<T, BFloat16>) return bfloat16_to_float(v);
     else return static_cast<double>(v);
@@ -187,8 +188,8 @@ inline ::testing::AssertionResult same_values(const Tensor& want, const Tensor& 
                                          << got.shape().to_string();
   const bool floating = is_floating(want.dtype());
   const size_t w = dtype_size(want.dtype());
-  const auto* a = static_cast<const unsigned char*>(want.raw_data());
-  const auto* b = static_cast<const unsigned char*>(got.raw_data());
+  const auto* a = static_cast<const unsigned char*>(raw_data(want));
+  const auto* b = static_cast<const unsigned char*>(raw_data(got));
   int reported = 0;
   int64_t bad = 0;
   ::testing::AssertionResult result = ::testing::AssertionFailure();

@@ -19,6 +19,7 @@
 #include "comm/nccl/nccl_p2p.h"
 #include "gpu_test_util.h"
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -99,7 +100,7 @@ TEST(NcclP2pChild, Sender) {
   for (int k = 0; k < kTransfers; ++k) {
     const std::vector<int32_t> v = values_of(k);
     Tensor t = Tensor::empty(DType::Int32, {static_cast<int64_t>(v.size())}, g);
-    g->copy_from_host(v.data(), t.raw_data(), t.nbytes());
+    g->copy_from_host(v.data(), raw_data(t), t.nbytes());
     const DevicePayloadTicket ticket = payloads->send(1, key_of(k), t);
     tickets << ticket.link << " " << ticket.sequence << "\n";
   }
@@ -141,7 +142,7 @@ TEST(NcclP2pChild, Receiver) {
   for (int k = 0; k < kTransfers; ++k) {
     std::vector<int32_t> back(values_of(k).size());
     ASSERT_EQ(got[k].device(), g->name());
-    g->copy_to_host(got[k].raw_data(), back.data(), got[k].nbytes());
+    g->copy_to_host(raw_data(got[k]), back.data(), got[k].nbytes());
     EXPECT_EQ(back, values_of(k)) << "transfer " << k;
   }
   write_file_whole(std::string(dir) + "/received", "ok\n");

@@ -21,6 +21,7 @@
 #include "gpu_test_util.h"
 #include "runtime/cancellation.h"
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/graph.h"
 
 namespace weft::gpu_test {
 namespace {

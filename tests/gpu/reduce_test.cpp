@@ -12,6 +12,7 @@
 #include "gpu_test_util.h"
 #include "runtime/error.h"
 #include "runtime/half.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -84,15 +85,15 @@ bool has_empty_reduction(const ReduceCase& c) {
 // -0 and +0 are equal; which one a max of both returns depends on the order of comparisons, on
 // either side.
 Tensor without_negative_zeros(const Tensor& t) {
-  Tensor c = Tensor::from_host(t.dtype(), t.shape(), t.raw_data());
+  Tensor c = Tensor::from_host(t.dtype(), t.shape(), raw_data(t));
   visit_dtype(c.dtype(), [&](auto x) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>) {
-      T* p = static_cast<T*>(c.raw_data());
+      T* p = static_cast<T*>(raw_data(c));
       for (int64_t i = 0; i < c.size(); ++i)
         if (p[i] == T(0)) p[i] = T(0);
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      T* p = static_cast<T*>(c.raw_data());
+      T* p = static_cast<T*>(raw_data(c));
       for (int64_t i = 0; i < c.size(); ++i)
         if (p[i].bits == 0x8000) p[i].bits = 0;
     }

@@ -12,6 +12,7 @@
 
 #include "gpu_test_util.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -137,12 +138,12 @@ TEST(CudaSoftmax, OutputMayAliasTheInput) {
     Tensor x = random_tensor(float32, shape, 7, Values::kSmallPower);
     Tensor want = run_on(*cpu_device(), "Softmax", {x}, float32, shape, attrs);
     std::vector<Tensor> ins{x.to(gpu())};
-    const void* buffer = ins[0].raw_data();
+    const void* buffer = raw_data(ins[0]);
     std::vector<Tensor> outs(1);
     run_kernel(*op, find_kernel(*op, DeviceType::CUDA, float32), *gpu(), attrs, ins, outs,
                [&](size_t) { return TensorMeta{float32, shape}; }, nullptr, /*reuse_input=*/0);
     ins.clear();
-    EXPECT_EQ(outs[0].raw_data(), buffer) << "the output did not take the input's buffer";
+    EXPECT_EQ(raw_data(outs[0]), buffer) << "the output did not take the input's buffer";
     const Tolerance t = softmax_tolerance(float32, false);
     EXPECT_TRUE(close_values(want, outs[0].to(cpu_device()), t.rel, t.abs)) << shape.to_string();
   }

@@ -10,7 +10,9 @@
 
 #include "gpu_test_util.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 #include "runtime/run_context.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -67,7 +69,7 @@ std::vector<Tensor> assign_sequence(Device& device, DType dt, uint64_t seed) {
   std::vector<Tensor> seen;
   run_var_op(device, "AssignVariable", vars, attrs, {random_tensor(dt, shape, seed, Values::kGeneral)});
   EXPECT_EQ(v.value.device_ptr(), &device);
-  const void* buffer = v.value.raw_data();
+  const void* buffer = raw_data(v.value);
   seen.push_back(run_var_op(device, "ReadVariable", vars, attrs, {}, meta).to(cpu_device()));
   run_var_op(device, "AssignAddVariable", vars, attrs, {random_tensor(dt, shape, seed + 1, Values::kGeneral)});
   seen.push_back(run_var_op(device, "ReadVariable", vars, attrs, {}, meta).to(cpu_device()));
@@ -78,7 +80,7 @@ std::vector<Tensor> assign_sequence(Device& device, DType dt, uint64_t seed) {
   if (device.type() == DeviceType::CUDA) {
     // The first ReadVariable's result was copied to the host and dropped, so nothing else held the
     // buffer when add and sub ran: both wrote it in place.
-    EXPECT_EQ(v.value.raw_data(), buffer) << dtype_name(dt);
+    EXPECT_EQ(raw_data(v.value), buffer) << dtype_name(dt);
   }
   return seen;
 }
@@ -107,14 +109,14 @@ TEST(CudaVariables, UpdateCopiesASharedBufferFirst) {
   Tensor held = run_var_op(*gpu(), "ReadVariable", vars, attrs, {}, meta);  // shares the buffer
   Tensor delta = random_tensor(float32, Shape{64}, 6, Values::kGeneral);
   run_var_op(*gpu(), "AssignAddVariable", vars, attrs, {delta});
-  EXPECT_NE(v.value.raw_data(), held.raw_data()) << "a shared buffer must not be written";
+  EXPECT_NE(raw_data(v.value), raw_data(held)) << "a shared buffer must not be written";
   EXPECT_TRUE(same_values(init, held.to(cpu_device()), 0)) << "the earlier read kept its value";
   Tensor want = run_on(*cpu_device(), "Add", {init, delta}, float32, Shape{64});
   EXPECT_TRUE(same_values(want, v.value.to(cpu_device()), 0));
   // ReadVariableForUpdate hands over a private buffer, which later updates keep.
   held = Tensor();
   Tensor for_update = run_var_op(*gpu(), "ReadVariableForUpdate", vars, attrs, {}, meta);
-  EXPECT_EQ(for_update.raw_data(), v.value.raw_data());
+  EXPECT_EQ(raw_data(for_update), raw_data(v.value));
   EXPECT_EQ(for_update.device_ptr(), gpu());
 }
 
@@ -130,10 +132,10 @@ TEST(CudaVariables, AHostValueMovesToTheGpuOnceThenUpdatesInPlace) {
   EXPECT_EQ(v.value.device_ptr(), gpu());
   EXPECT_TRUE(same_values(host_value, read.to(cpu_device()), 0));
   read = Tensor();
-  const void* buffer = v.value.raw_data();
+  const void* buffer = raw_data(v.value);
   Tensor delta = random_tensor(int64, Shape{5}, 10, Values::kGeneral);
   run_var_op(*gpu(), "AssignAddVariable", vars, attrs, {delta});
-  EXPECT_EQ(v.value.raw_data(), buffer);
+  EXPECT_EQ(raw_data(v.value), buffer);
   EXPECT_TRUE(same_values(run_on(*cpu_device(), "Add", {host_value, delta}, int64, Shape{5}), v.value.to(cpu_device()), 0));
 }
 

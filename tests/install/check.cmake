@@ -1,7 +1,7 @@
 # Proves that an installed weft works for an outside project: installs the build in
 # WEFT_BUILD_DIR into a scratch prefix, then configures, builds and runs the consumer project in
-# CONSUMER_DIR against that prefix alone. Registered as a CTest test by tests/CMakeLists.txt;
-# run with `cmake -D... -P check.cmake`.
+# CONSUMER_DIR against that prefix alone, and builds every example of the source tree with it.
+# Registered as a CTest test by tests/CMakeLists.txt; run with `cmake -D... -P check.cmake`.
 #
 # Inputs: WEFT_BUILD_DIR, WEFT_SOURCE_DIR, CONSUMER_DIR, WORK_DIR, GENERATOR, C_COMPILER,
 # CXX_COMPILER, BUILD_TYPE, SANITIZE (ON/OFF), LAUNCHER (may be empty).
@@ -50,7 +50,8 @@ run("configuring the consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${consumer
     -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}
     "-DCMAKE_CXX_FLAGS=${flags}" "-DCMAKE_EXE_LINKER_FLAGS=${flags}"
     -DCMAKE_PREFIX_PATH=${prefix}
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    -DWEFT_EXAMPLES_DIR=${WEFT_SOURCE_DIR}/examples)
 
 # find_package must have found the installed copy, not some other weft on the machine.
 file(STRINGS ${consumer_build}/CMakeCache.txt weft_dir REGEX "^weft_DIR:")

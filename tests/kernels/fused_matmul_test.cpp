@@ -13,6 +13,7 @@
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -179,7 +180,7 @@ void check_relu_grad(const Shape& a_shape, const Shape& b_shape, bool ta, bool t
   const Tensor got = run("FusedMatMul", {a, b, x}, attrs);
   const Tensor want = run("ReluGrad", {product, x}, {});
   ASSERT_EQ(got.shape(), want.shape());
-  EXPECT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()))
+  EXPECT_EQ(0, std::memcmp(raw_data(got), raw_data(want), want.nbytes()))
       << a_shape.to_string() << " x " << b_shape.to_string() << (ta ? " ta" : "") << (tb ? " tb" : "");
 }
 

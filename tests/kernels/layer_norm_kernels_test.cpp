@@ -12,6 +12,7 @@
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -61,7 +62,7 @@ Tensor random_tensor(DType dtype, const Shape& shape, uint32_t seed, double lo, 
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  return a.shape() == b.shape() && a.nbytes() == b.nbytes() && std::memcmp(raw_data(a), raw_data(b), a.nbytes()) == 0;
 }
 
 TEST(LayerNormKernels, ResultsDoNotDependOnThreadCount) {

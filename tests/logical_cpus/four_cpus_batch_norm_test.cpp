@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -64,7 +65,7 @@ TEST(FourCpusDataParallel, BatchNormReplicasKeepTheSameMovingStatistics) {
     const std::vector<Tensor> values = dp.replica_values(v);
     ASSERT_EQ(values.size(), 4u);
     for (size_t r = 1; r < values.size(); ++r)
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0)
           << v.name() << " differs on replica " << r;
   }
   // The moving statistics moved away from their initial zeros and ones.
@@ -104,7 +105,7 @@ TEST(FourCpusDataParallel, SyncBatchNormTrainsLikeOneProcess) {
   for (const Variable& v : {sync_bn.moving_mean(), sync_bn.moving_variance()}) {
     const std::vector<Tensor> values = dp.replica_values(v);
     for (size_t r = 1; r < values.size(); ++r)
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0) << v.name();
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0) << v.name();
   }
 }
 

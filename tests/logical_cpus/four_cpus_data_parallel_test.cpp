@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cluster/cluster.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -47,7 +48,7 @@ TEST(FourCpusDataParallel, ReplicasStayIdenticalBitForBit) {
     const std::vector<Tensor> values = dp.replica_values(v);
     ASSERT_EQ(values.size(), 4u);
     for (size_t r = 1; r < values.size(); ++r)
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0)
           << v.name() << " differs on replica " << r;
   }
 }

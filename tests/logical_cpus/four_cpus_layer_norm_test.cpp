@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/tensor_internals.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -69,7 +70,7 @@ TEST(FourCpusLayerNorm, DataParallelTrainsLikeOneProcess) {
     const std::vector<Tensor> values = dp.replica_values(v);
     ASSERT_EQ(values.size(), 4u);
     for (size_t r = 1; r < values.size(); ++r)
-      EXPECT_EQ(std::memcmp(values[r].raw_data(), values[0].raw_data(), values[0].nbytes()), 0)
+      EXPECT_EQ(std::memcmp(raw_data(values[r]), raw_data(values[0]), values[0].nbytes()), 0)
           << v.name() << " differs on replica " << r;
   }
   EXPECT_GT(reduce_max(abs(norm_p.beta().value())).item<float>(), 1e-4f);

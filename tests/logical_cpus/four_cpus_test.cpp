@@ -10,9 +10,11 @@
 #include <string>
 #include <thread>
 
+#include "api/dispatch.h"
 #include "api/weft/weft.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -34,7 +36,7 @@ std::atomic<ThreadPool*> g_kernel_pool{nullptr};
 void which_device_kernel(KernelContext& ctx) {
   g_kernel_device = &ctx.device;
   g_kernel_pool = &ctx.pool();
-  std::memcpy(ctx.output(0).raw_data(), ctx.input(0).raw_data(), ctx.input(0).nbytes());
+  std::memcpy(raw_data(ctx.output(0)), raw_data(ctx.input(0)), ctx.input(0).nbytes());
 }
 
 const OpDef& which_device_op() {

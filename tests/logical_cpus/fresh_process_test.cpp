@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/weft/weft.h"
+#include "runtime/device.h"
 
 namespace weft {
 namespace {

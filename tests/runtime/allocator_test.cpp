@@ -9,6 +9,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -54,7 +55,7 @@ TEST(CpuAllocator, SixtyFourByteAlignmentForManySizes) {
 TEST(CpuAllocator, TensorsAreAligned) {
   for (int64_t n : {1, 3, 17, 1000, 12345}) {
     Tensor t = Tensor::empty(DType::Int8, Shape{n});
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(raw_data(t)) % 64, 0u) << n;
   }
 }
 

@@ -9,6 +9,8 @@
 
 #include "runtime/cancellation.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
+#include "runtime/kernel_registry.h"
 #include "runtime/run_context.h"
 
 namespace weft {

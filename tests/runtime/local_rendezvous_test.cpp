@@ -12,6 +12,7 @@
 
 #include "runtime/local_rendezvous.h"
 #include "runtime/error.h"
+#include "runtime/tensor_internals.h"
 
 namespace weft {
 namespace {
@@ -65,7 +66,7 @@ TEST(LocalRendezvous, SendThenRecvHandsTheBufferOverInline) {
   EXPECT_EQ(got.thread, std::this_thread::get_id());
   EXPECT_FALSE(got.error);
   EXPECT_FALSE(got.is_dead);
-  EXPECT_EQ(got.value.raw_data(), t.raw_data()) << "no copy";
+  EXPECT_EQ(raw_data(got.value), raw_data(t)) << "no copy";
   EXPECT_EQ(got.value.to_vector<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(rdv.pending(), 0u);
 }
@@ -88,7 +89,7 @@ TEST(LocalRendezvous, RecvThenSendCompletesOnTheSendersThread) {
   EXPECT_EQ(got.thread, sender);
   EXPECT_FALSE(got.error);
   EXPECT_TRUE(got.is_dead);
-  EXPECT_EQ(got.value.raw_data(), t.raw_data());
+  EXPECT_EQ(raw_data(got.value), raw_data(t));
   EXPECT_EQ(rdv.pending(), 0u);
 }
 
@@ -128,7 +129,7 @@ TEST(LocalRendezvous, DuplicateSendIsAnError) {
   }
   Outcome got;
   rdv.recv_async(key("x:0"), got.callback());
-  EXPECT_EQ(got.value.raw_data(), first.raw_data()) << "the first send stands";
+  EXPECT_EQ(raw_data(got.value), raw_data(first)) << "the first send stands";
 }
 
 TEST(LocalRendezvous, SecondRecvOfAKeyFailsAndTheFirstStillGetsTheTensor) {
@@ -237,7 +238,7 @@ TEST(LocalRendezvous, BlockingRecv) {
   std::thread sender([&] { rdv.send(key("x:0"), t); });
   Rendezvous::Received r = rdv.recv(key("x:0"), std::chrono::seconds(60));
   sender.join();
-  EXPECT_EQ(r.value.raw_data(), t.raw_data());
+  EXPECT_EQ(raw_data(r.value), raw_data(t));
   EXPECT_FALSE(r.is_dead);
 
   try {
@@ -276,7 +277,7 @@ TEST(LocalRendezvous, ManyThreadsEachTensorArrivesOnce) {
       for (int i : mine)
         rdv.recv_async(key("e:" + std::to_string(i), i % 7), [&, i](std::exception_ptr e, Tensor v, bool) {
           if (e) errors++;
-          else got[i] = v.raw_data();
+          else got[i] = raw_data(v);
           calls[i]++;
         });
     });
@@ -285,7 +286,7 @@ TEST(LocalRendezvous, ManyThreadsEachTensorArrivesOnce) {
   EXPECT_EQ(errors.load(), 0);
   for (int i = 0; i < kKeys; ++i) {
     ASSERT_EQ(calls[i].load(), 1) << "key " << i;
-    ASSERT_EQ(got[i].load(), sent[i].raw_data()) << "key " << i;
+    ASSERT_EQ(got[i].load(), raw_data(sent[i])) << "key " << i;
   }
   EXPECT_EQ(rdv.pending(), 0u);
 }

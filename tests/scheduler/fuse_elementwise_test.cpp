@@ -11,6 +11,7 @@
 
 #include "graph_test_util.h"
 #include "kernels/defs/fused.h"
+#include "runtime/tensor_internals.h"
 #include "scheduler/executor.h"
 
 namespace weft {
@@ -124,7 +125,7 @@ TEST(FuseElementwise, EveryFusableOpFusesAndKeepsItsBits) {
       EXPECT_EQ(count(g, info.op), 0);
       const Tensor after = run(g, feeds, values)[0];
       ASSERT_EQ(before.shape(), after.shape());
-      EXPECT_EQ(std::memcmp(before.raw_data(), after.raw_data(), before.nbytes()), 0);
+      EXPECT_EQ(std::memcmp(raw_data(before), raw_data(after), before.nbytes()), 0);
     }
   }
 }
