@@ -46,6 +46,12 @@ std::pair<double, double> seconds_per_call_paired(F&& f, G&& g, int calls, int r
   return {best_f, best_g};
 }
 
+// The middle of the samples (the upper one of the two middles when their count is even).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 struct Row {
   std::string name;
   std::string weft;

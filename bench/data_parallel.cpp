@@ -33,14 +33,10 @@
 
 using namespace weft;
 using weft::bench::fmt;
+using weft::bench::median;
 using weft::bench::Row;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int repeats_for(int64_t n) { return n > (1 << 20) ? 15 : 200; }
 

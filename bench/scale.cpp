@@ -30,14 +30,10 @@
 
 using namespace weft;
 using weft::bench::fmt;
+using weft::bench::median;
 using weft::bench::Row;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double process_cpu_seconds() {
   timespec ts{};
