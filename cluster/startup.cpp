@@ -248,6 +248,7 @@ std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int ran
   }
   std::vector<DeviceInfo> out;
   std::string errors;
+  const BuildIdentity chief_build = this_build();  // hashes the op registry: once, not per task
   auto add_error = [&](const std::string& e) { errors += (errors.empty() ? "" : "; ") + e; };
   for (int r = 0; r < n; ++r) {
     if (!too_long[static_cast<size_t>(r)].empty()) {
@@ -258,7 +259,7 @@ std::vector<DeviceInfo> exchange_device_reports(const ClusterSpec& spec, int ran
       DeviceReport report =
           parse_device_report(reports[static_cast<size_t>(r)], spec.task(r).name() + " (rank " + std::to_string(r) + ")");
       // One weft in a job (cluster/build_identity.h).
-      if (const std::string why = build_mismatch(spec.task(r).name(), report.build, "the chief", this_build()); !why.empty())
+      if (const std::string why = build_mismatch(spec.task(r).name(), report.build, "the chief", chief_build); !why.empty())
         add_error(why);
       if (!report.error.empty()) add_error(report.error);
       for (DeviceInfo& d : report.devices) out.push_back(std::move(d));
