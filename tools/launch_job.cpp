@@ -73,14 +73,14 @@ Run run_once(const Launch& launch) {
     if (sig <= 0 || sig == SIGCHLD) continue;
     if (!run.signal) run.signal = sig;
     if (++signals == 1 && dir) {
-      const TaskWrappers wrappers = task_wrappers(dir->path(), launch.np);
-      if (launch.all_local && wrappers.started == launch.np) {
-        // A task ends its job on SIGTERM and SIGINT (cluster/job_signals.h); SIGHUP would kill it alone.
-        const int to_tasks = sig == SIGHUP ? SIGTERM : sig;
-        say("got " + name_of(sig) + "; passing " + name_of(to_tasks) + " to every task");
-        for (pid_t pid : wrappers.running) kill(pid, to_tasks);
-        continue;
-      }
+      // Through mpirun, which forwards SIGUSR1 and SIGUSR2 to every process on every host at once
+      // without ending the job; each task's wrapper turns it back into the stop signal
+      // (tools/launch_status.h). SIGHUP would kill a task alone: the tasks get SIGTERM for it.
+      const int to_tasks = sig == SIGINT ? SIGINT : SIGTERM;
+      say("got " + name_of(sig) + "; passing " + name_of(to_tasks) + " to every task (through " + launch.launcher[0] +
+          ")");
+      kill(child, to_tasks == SIGINT ? kForwardedSigint : kForwardedSigterm);
+      continue;
     }
     say("got " + name_of(sig) + (signals == 1 ? "; passing it to " : " again; ending the job through ") + launch.launcher[0]);
     kill(child, sig);

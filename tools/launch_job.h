@@ -5,14 +5,15 @@
 //   LaunchResult r = run_with_restarts(launch, /*max_restarts=*/3);
 //   // r.signal: weft-launch was told to stop; it ends with that signal's status
 //
-// Signals. A SIGTERM, SIGINT or SIGHUP (passed on as SIGTERM) to weft-launch goes to every task
-// itself, through the wrappers of tools/launch_status.h, so that each task's handling
-// (cluster/job_signals.h, a PreemptionCheckpoint's save) runs: mpirun, given the signal, passes
-// it on but kills its processes a second later (Open MPI 4.1: SIGCONT, SIGTERM, then SIGKILL
-// after odls_base_sigkill_timeout, 1 s; with --enable-recovery too). Where the wrappers are not
-// known here (tasks on other hosts, srun, a job still starting), and on a second signal, the
-// launcher gets it instead. weft-launch waits for the job to end, then ends by the same signal (128 + its
-// number) and starts nothing more.
+// Signals. A SIGTERM, SIGINT or SIGHUP (passed on as SIGTERM) to weft-launch goes to every task,
+// on every host, so that each task's handling (cluster/job_signals.h, a PreemptionCheckpoint's
+// save) runs: weft-launch sends mpirun SIGUSR2 (SIGUSR1 for SIGINT), which mpirun forwards to
+// every process at once without ending the job, and each task's wrapper (tools/launch_status.h)
+// turns it back into the stop signal. Given the stop signal itself, mpirun would kill its
+// processes too soon for a checkpoint (Open MPI 4.1: SIGTERM only after odls_base_sigkill_timeout,
+// 1 s, and SIGKILL a timeout later; measured). srun, which forwards SIGTERM to its tasks itself,
+// gets the signal; so does the launcher on a second signal. weft-launch waits for the job to end,
+// then ends by the same signal (128 + its number) and starts nothing more.
 //
 // Restarts (torchrun's --max-restarts). A job that failed (any status but 0, a signal to one of
 // its tasks included) is started again, up to `max_restarts` times, each time saying why

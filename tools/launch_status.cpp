@@ -21,7 +21,11 @@ namespace {
 pid_t g_child = -1;
 
 void pass_on(int sig) {
-  if (g_child > 0) kill(g_child, sig);
+  if (g_child <= 0) return;
+  // weft-launch's stop signals come through mpirun as SIGUSR1 and SIGUSR2 (tools/launch_job.h).
+  if (sig == kForwardedSigint) sig = SIGINT;
+  else if (sig == kForwardedSigterm) sig = SIGTERM;
+  kill(g_child, sig);
 }
 
 // Written whole, then renamed: the launcher never reads half a file.
@@ -76,31 +80,24 @@ StatusDir::~StatusDir() {
 int run_task(const std::string& dir, const std::vector<std::string>& program) {
   if (program.empty()) throw InvalidArgument(std::string(kTaskStatusOption) + " needs a program");
   const std::string rank = rank_of_this_task();
-  g_child = start_child(program);
+  // Held until the handler can pass them on: a signal before the child exists would be lost, and
+  // SIGUSR1/2's default action would end this wrapper (and with it the program).
+  sigset_t passed, before;
+  sigemptyset(&passed);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, kForwardedSigint, kForwardedSigterm}) sigaddset(&passed, sig);
+  sigprocmask(SIG_BLOCK, &passed, &before);
   struct sigaction sa = {};
   sa.sa_handler = pass_on;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  // Only now: a signal weft-launch sends here must find the handler that passes it on.
-  write_whole(dir + "/pid." + rank, std::to_string(getpid()));
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, kForwardedSigint, kForwardedSigterm}) sigaction(sig, &sa, nullptr);
+  g_child = start_child(program, &passed);
+  sigprocmask(SIG_SETMASK, &before, nullptr);
   int raw = 0;
   while (waitpid(g_child, &raw, 0) < 0)
     if (errno != EINTR) throw Internal(std::string("waitpid: ") + std::strerror(errno));
   const int status = exit_status(raw);
   write_whole(dir + "/rank." + rank, std::to_string(status));
   return status;
-}
-
-TaskWrappers task_wrappers(const std::string& dir, int np) {
-  TaskWrappers out;
-  for (int r = 0; r < np; ++r) {
-    std::ifstream in(dir + "/pid." + std::to_string(r));
-    pid_t pid = 0;
-    if (!(in >> pid) || pid <= 0) continue;
-    ++out.started;
-    if (!std::filesystem::exists(dir + "/rank." + std::to_string(r))) out.running.push_back(pid);
-  }
-  return out;
 }
 
 JobOutcome job_status(int launcher_status, const std::string& launcher, const std::string& dir, int np, bool all_local) {

@@ -10,10 +10,10 @@
 //            JobOutcome out = job_status(run_job(...), dir.path, np, all_local);  // tools/launch_job.h
 //   task:    return run_task(dir, {PROGRAM, ARGS...});   // exits as the program did
 //
-// The wrapper passes SIGINT, SIGTERM and SIGHUP on to the program, and the program dies with its
-// wrapper (PR_SET_PDEATHSIG), so mpirun's signals and kills reach it as before. It also leaves its
-// process id in the folder while the program runs, so weft-launch can hand a signal it gets to
-// every task itself (mpirun would kill them a second after passing it on).
+// The wrapper passes SIGINT, SIGTERM and SIGHUP on to the program, and SIGUSR1 and SIGUSR2 as
+// SIGINT and SIGTERM: weft-launch's stop signals, which mpirun forwards to every process on every
+// host (tools/launch_job.h). The program dies with its wrapper (PR_SET_PDEATHSIG), so mpirun's
+// kills reach it as before.
 #pragma once
 
 #include <signal.h>
@@ -26,6 +26,10 @@ namespace weft::tools {
 
 // The hidden option of task mode.
 inline constexpr const char* kTaskStatusOption = "--task-status";
+// What weft-launch sends mpirun for a SIGINT and a SIGTERM to every task: signals mpirun forwards
+// to its processes (Open MPI's default ess_base_forward_signals) instead of ending the job.
+inline constexpr int kForwardedSigint = SIGUSR1;
+inline constexpr int kForwardedSigterm = SIGUSR2;
 
 // A fresh folder under $TMPDIR (or /tmp), removed with its contents on destruction.
 class StatusDir {
@@ -41,8 +45,7 @@ class StatusDir {
 };
 
 // Task mode: runs `program` (argv), writes its status (the exit code, or 128 + the signal that
-// ended it) to `dir`/rank.R (R from OMPI_COMM_WORLD_RANK or PMIX_RANK) and returns it. Meanwhile
-// `dir`/pid.R holds this wrapper's process id.
+// ended it) to `dir`/rank.R (R from OMPI_COMM_WORLD_RANK or PMIX_RANK) and returns it.
 int run_task(const std::string& dir, const std::vector<std::string>& program);
 
 // Starts `argv` as a child that dies with this process (PR_SET_PDEATHSIG), with `unblock`
@@ -51,12 +54,6 @@ pid_t start_child(const std::vector<std::string>& argv, const sigset_t* unblock 
 // A status of waitpid as run_task reports it: the exit code, or 128 + the signal.
 int exit_status(int wait_status);
 
-// The wrappers in `dir` whose programs still run (pid.R without rank.R), and how many wrote a pid.
-struct TaskWrappers {
-  std::vector<pid_t> running;
-  int started = 0;
-};
-TaskWrappers task_wrappers(const std::string& dir, int np);
 
 // How a job ended: 0 with no reason when every task succeeded.
 struct JobOutcome {

@@ -16,6 +16,8 @@
 //    then exits non-zero. With recovery on, mpirun itself exits 0 whatever its processes did, so
 //    each task runs under weft-launch's status wrapper and weft-launch exits with the first
 //    non-zero status by rank (tools/launch_status.h),
+//  - odls_base_signal_direct_children_only, so that a signal mpirun forwards (weft-launch's stop
+//    signals, tools/launch_job.h) reaches each task's wrapper, not its whole process group,
 //  - WEFT_CLUSTER=<spec> exported to every task.
 // Signals to weft-launch and restarts: tools/launch_job.h. Any error is one line,
 // "weft-launch: error: ...", and a non-zero exit status.
@@ -90,7 +92,9 @@ Launch launch_command(int np, const std::string& spec_path, const std::vector<st
     cmd = {"srun", "-n", std::to_string(np)};
     if (!spec_abs.empty()) cmd.push_back("--export=ALL,WEFT_CLUSTER=" + spec_abs);
   } else {
-    cmd = {"mpirun", "-np", std::to_string(np), "--enable-recovery"};
+    // Signals mpirun forwards reach the task wrappers alone, which pass them on as the stop
+    // signals (tools/launch_job.h); to the whole process group they would kill each program too.
+    cmd = {"mpirun", "-np", std::to_string(np), "--enable-recovery", "--mca", "odls_base_signal_direct_children_only", "1"};
     if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
     if (hosts.empty() && np > std::max(1, host_topology().physical_cores)) cmd.push_back("--oversubscribe");
     const std::vector<std::string> binding = binding_options(np, hosts.empty());
