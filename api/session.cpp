@@ -7,7 +7,7 @@
 #include "api/dispatch.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_runtime.h"
-#include "cluster/stall_report.h"
+#include "scheduler/stall_watchdog.h"
 #include "cluster/cluster_placement.h"
 #include "comm/step_collectives.h"
 #include "scheduler/graph_compiler.h"
@@ -159,11 +159,12 @@ CompileOptions Session::compile_options() const {
                    .allow_soft_placement = options_.allow_soft_placement,
                    .name = "Session",
                    .collectives = &process_step_collectives()};
+  // Watched by the chief in a cluster, by the process's stall watchdog alone (scheduler/stall_watchdog.h).
+  o.stall_warning = std::chrono::milliseconds(options_.stall_warning_ms);
+  o.stall_timeout = std::chrono::milliseconds(options_.stall_timeout_ms);
   if (cluster_) {
     cluster_->apply(o);
     o.step_timeout = std::chrono::milliseconds(options_.operation_timeout_ms);
-    o.stall_warning = std::chrono::milliseconds(options_.stall_warning_ms);
-    o.stall_timeout = std::chrono::milliseconds(options_.stall_timeout_ms);
   }
   return o;
 }

@@ -75,10 +75,11 @@ struct SessionOptions {
   // raised as DeadlineExceeded naming the tasks still running (TensorFlow's
   // operation_timeout_in_ms). 0: no deadline (a lost task is still reported by liveness).
   int64_t operation_timeout_ms = 0;
-  // In a cluster: a step still running after stall_warning_ms prints, on the chief, what each task
-  // is running and waiting for (kernels, Recvs, collectives and the members they wait for, MPI
-  // transfers; each with its node and file:line); after stall_timeout_ms it is ended as
-  // DeadlineExceeded carrying that report. 0 turns either off.
+  // A step still running after stall_warning_ms prints what it is running and waiting for (in a
+  // cluster, on the chief, per task: kernels, Recvs, collectives and the members they wait for,
+  // MPI transfers; each with its node and file:line); after stall_timeout_ms it is ended as
+  // DeadlineExceeded carrying that report, and a kernel that then does not return within
+  // WEFT_STALL_RECLAIM_MS (10 s) ends its process (scheduler/stall_watchdog.h). 0 turns either off.
   int64_t stall_warning_ms = default_stall_warning_ms();
   int64_t stall_timeout_ms = default_stall_timeout_ms();
 };

@@ -19,6 +19,7 @@
 #include "comm/mpi_collectives.h"
 #include "kernels/register_all.h"
 #include "runtime/device.h"
+#include "scheduler/stall_watchdog.h"
 
 namespace weft {
 
@@ -30,6 +31,7 @@ ClusterRuntime* g_runtime = nullptr;  // this process's, once init has run; live
 void shut_down_at_exit() {
   if (!g_runtime) return;
   job_signals::uninstall_hooks();  // a signal from here on just ends this process: MPI is going
+  set_unreclaimable_handler(nullptr);
   if (g_runtime->lost()) {
     // A task is gone: finalising would wait for it. Ending the job makes every process that is
     // left exit non-zero, which is what a lost task means.
@@ -83,6 +85,9 @@ void install_job_signals(ClusterRuntime& rt) {
       std::_Exit(128 + signo);
     };
   job_signals::install(std::move(hooks));
+  // A thread the stall watchdog cannot reclaim ends this process (scheduler/stall_watchdog.h)
+  // through MPI: the other tasks then see it lost (mpirun --enable-recovery), or end with it.
+  set_unreclaimable_handler([](const std::string&) { MPI_Abort(MPI_COMM_WORLD, kUnreclaimableExitStatus); });
 }
 
 // This task's place among the job's processes on its machine, from the launcher's environment
@@ -214,6 +219,7 @@ Cluster init(int& argc, char**& argv) {
       server.serve();
     }
     job_signals::uninstall_hooks();
+    set_unreclaimable_handler(nullptr);
     shut_down_process_collectives();
     delete g_runtime;
     g_runtime = nullptr;

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "cluster/duration_setting.h"
+#include "runtime/duration_setting.h"
 #include "cluster/job_signals.h"
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"

@@ -25,6 +25,7 @@
 
 #include "comm/mpi_progress_engine.h"
 #include "scheduler/executor.h"
+#include "scheduler/stall_watchdog.h"
 
 namespace weft {
 
@@ -41,10 +42,5 @@ TaskStallReport describe_stalled_task(std::span<const Executor::RunningStep* con
 std::string compose_stall_report(int64_t step_id, std::chrono::milliseconds age, std::chrono::milliseconds warning,
                                  std::chrono::milliseconds timeout, const std::map<std::string, TaskStallReport>& tasks,
                                  const std::vector<std::string>& silent);
-
-// The stall limits every Session and DataParallel starts from: WEFT_STALL_WARNING_MS and
-// WEFT_STALL_TIMEOUT_MS, else 60 s and 10 minutes. 0 turns one off.
-std::chrono::milliseconds default_stall_warning();
-std::chrono::milliseconds default_stall_timeout();
 
 }  // namespace weft

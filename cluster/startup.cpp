@@ -9,7 +9,7 @@
 
 #include "cluster/build_identity.h"
 #include "cluster/cluster_spec.h"
-#include "cluster/duration_setting.h"
+#include "runtime/duration_setting.h"
 #include "runtime/error.h"
 
 namespace weft {

@@ -403,6 +403,7 @@ std::vector<StepTensor> TaskServer::run_step(std::shared_ptr<const RegisteredGra
     ~Forget() {
       std::lock_guard lock(server.mu_);
       running.local = nullptr;
+      running.reclaim.reset();
     }
   } forget{*this, running};
   local->wake_with([&engine] { engine.wake(); });
@@ -420,6 +421,10 @@ void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
     else if (aborted_early_.size() < 4096) aborted_early_[step_id] = error;
     // (Cancelling under the lock keeps `running` alive: its thread erases it under the lock.)
     if (running) running->cancel.cancel(error);
+    if (running && running->local && !running->reclaim && ended_by_deadline(error))
+      running->reclaim = std::make_unique<StallWatch>(
+          StallWatch::Options{.owner = "task " + task_, .step_id = step_id, .reclaim_only = true},
+          [local = running->local] { return local->in_flight(); }, nullptr);
   }
   rt_.rendezvous().abort_step(step_id, error);
 }

@@ -49,6 +49,7 @@
 #include "cluster/messages.h"
 #include "runtime/cancellation.h"
 #include "scheduler/executor.h"
+#include "scheduler/stall_watchdog.h"
 
 namespace weft {
 
@@ -68,6 +69,9 @@ class TaskServer {
   struct RunningStep {
     CancellationManager cancel;
     Executor::RunningStep* local = nullptr;  // while its executors run (guarded by mu_)
+    // Armed when the chief ends the step for running too long: a kernel that does not return
+    // within the reclaim grace ends the process (scheduler/stall_watchdog.h). Guarded by mu_.
+    std::unique_ptr<StallWatch> reclaim;
   };
   // A step this task forwarded down the step's tree, or got from a task other than the chief
   // (cluster/step_tree.h): it answers `parent` once its own part and its children have.

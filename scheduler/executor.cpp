@@ -1,13 +1,16 @@
 #include "scheduler/executor.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
+#include "runtime/coarse_clock.h"
 #include "runtime/device.h"
 #include "runtime/device_transfer.h"
 #include "runtime/tensor_internals.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
+#include "scheduler/stall_watchdog.h"
 
 namespace weft {
 
@@ -314,6 +317,38 @@ void Executor::run_sequential(RunState& st) const {
   for (const Step& s : plan_) run_step<false>(s, st, st.scratch);
 }
 
+void Executor::run_sequential_watched(RunState& st, const StepOptions& step) const {
+  std::atomic<bool> ended{false};
+  std::exception_ptr why;  // written before `ended` is set
+  StallWatch watch(
+      {.owner = step.owner, .step_id = step.step_id, .limits = {step.stall_warning, step.stall_timeout}},
+      [&] {
+        std::vector<RunningStep::InFlight> out;
+        const int64_t now = coarse_now_ms();
+        for (size_t i = 0; i < plan_.size(); ++i) {
+          const int64_t started = st.started_ms[i].load(std::memory_order_relaxed);
+          if (started != RunState::kNotRunning)
+            out.push_back({plan_[i].node->describe(), plan_[i].node->type(), std::max<int64_t>(0, now - started), false});
+        }
+        return out;
+      },
+      [&](std::exception_ptr error) {
+        why = std::move(error);
+        ended.store(true, std::memory_order_release);
+      });
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    if (ended.load(std::memory_order_acquire)) std::rethrow_exception(why);
+    st.started_ms[i].store(coarse_now_ms(), std::memory_order_relaxed);
+    try {
+      run_step<false>(plan_[i], st, st.scratch);
+    } catch (...) {
+      st.started_ms[i].store(RunState::kNotRunning, std::memory_order_relaxed);
+      throw;
+    }
+    st.started_ms[i].store(RunState::kNotRunning, std::memory_order_relaxed);
+  }
+}
+
 void Executor::check_feed_count(size_t count) const {
   if (count != spec_.feeds.size())
     throw InvalidArgument("[executor] expected " + std::to_string(spec_.feeds.size()) + " feeds, got " +
@@ -372,7 +407,8 @@ std::vector<Tensor> Executor::run_checked_feeds(std::span<const Tensor> feeds, c
       std::unique_ptr<RunState>& st;
       ~GiveBack() { exec->give_back(std::move(st)); }
     } give_back{this, st};
-    run_sequential(*st);
+    if (step.stall_warning.count() > 0 || step.stall_timeout.count() > 0) run_sequential_watched(*st, step);
+    else run_sequential(*st);
     return collect_fetches(*st);
   }
   std::vector<Tensor> out;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,6 +52,12 @@ struct StepOptions {
   // (waking pool threads costs more than tiny nodes do); a part whose own graph has parallel
   // work (Executor::parallel()) turns it on regardless.
   bool parallel = false;
+  // Limits of the process's stall watchdog (scheduler/stall_watchdog.h): a Session's or
+  // DataParallel's step in one process sets them. 0: not watched. `owner` names the step's
+  // runner in reports ("Session") and must outlive the run.
+  std::chrono::milliseconds stall_warning{0};
+  std::chrono::milliseconds stall_timeout{0};
+  const char* owner = "";
 };
 
 struct ExecutorSpec {
@@ -157,6 +164,9 @@ class Executor {
   template <bool kConcurrent>
   void commit_step(const Step& step, RunState& state, std::span<Tensor> ins, std::span<Tensor> outs) const;
   void run_sequential(RunState& state) const;
+  // run_sequential under the stall watchdog: each node's start is recorded for its reports, and a
+  // step it ends stops at the next node.
+  void run_sequential_watched(RunState& state, const StepOptions& step) const;
   // A run state for one run, the spare one when free.
   std::unique_ptr<RunState> take_run_state(std::span<const Tensor> feeds, const StepOptions& options) const;
   void give_back(std::unique_ptr<RunState> state) const;

@@ -22,6 +22,7 @@
 #include "runtime/tensor_internals.h"
 #include "scheduler/executor_state.h"
 #include "scheduler/inter_op_pool.h"
+#include "scheduler/stall_watchdog.h"
 
 namespace weft {
 
@@ -444,6 +445,12 @@ void Executor::run_together(std::span<const Part> parts, const StepOptions& opti
   std::optional<timeline::Span> span;
   const StepOptions step = Frame::prepare(parts, options, own, span);
   Frame frame(parts, step);
+  std::optional<StallWatch> watch;
+  if (step.stall_warning.count() > 0 || step.stall_timeout.count() > 0)
+    watch.emplace(StallWatch::Options{.owner = step.owner, .step_id = step.step_id,
+                                      .limits = {step.stall_warning, step.stall_timeout}},
+                  [&frame] { return frame.in_flight(); },
+                  [c = step.cancellation](std::exception_ptr error) { c->cancel(std::move(error)); });
   frame.start();
   frame.finish();
 }

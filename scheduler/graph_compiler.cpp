@@ -1,6 +1,7 @@
 #include "scheduler/graph_compiler.h"
 
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "runtime/local_rendezvous.h"
@@ -11,6 +12,7 @@
 #include "scheduler/passes/optimize.h"
 #include "scheduler/passes/partition.h"
 #include "scheduler/passes/random_streams.h"
+#include "scheduler/stall_watchdog.h"
 #include "scheduler/step_message_edges.h"
 
 namespace weft {
@@ -159,6 +161,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
 
   remote_ = options.remote;
   step_limits_ = {options.step_timeout, options.stall_warning, options.stall_timeout};
+  name_ = options.name;
   collectives_ = options.collectives;
   const std::string& host = options.host_device;
   // In a cluster the caller's tensors live on the host: feeds start there.
@@ -248,7 +251,10 @@ std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> feeds) const {
 
 std::vector<Tensor> CompiledGraph::run_checked_feeds(std::span<const Tensor> feeds) const {
   if (parts_.size() == 1 && !remote_graph_)
-    return parts_[0].executor->run_checked_feeds(feeds, {.collectives = collectives_});
+    return parts_[0].executor->run_checked_feeds(feeds, {.collectives = collectives_,
+                                                         .stall_warning = step_limits_.stall_warning,
+                                                         .stall_timeout = step_limits_.stall_timeout,
+                                                         .owner = name_.c_str()});
   return run_partitioned(feeds);
 }
 
@@ -273,7 +279,10 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
     Executor::run_together(parts, {.step_id = step,
                                    .rendezvous = &rendezvous,
                                    .collectives = collectives_,
-                                   .parallel = parallel_});
+                                   .parallel = parallel_,
+                                   .stall_warning = step_limits_.stall_warning,
+                                   .stall_timeout = step_limits_.stall_timeout,
+                                   .owner = name_.c_str()});
   } else {
     // The other tasks run their partitions meanwhile; the first error anywhere cancels `cancel`,
     // which stops this task's part and tells the others to abort.
@@ -311,6 +320,12 @@ std::vector<Tensor> CompiledGraph::run_partitioned(std::span<const Tensor> feeds
       remote_error = std::current_exception();
     }
     if (local) {
+      // A step ended for running too long: a kernel of this process's part that never returns
+      // would hold finish() forever; past the reclaim grace the process ends instead.
+      std::optional<StallWatch> reclaim;
+      if (ended_by_deadline(cancel.error()) || ended_by_deadline(remote_error))
+        reclaim.emplace(StallWatch::Options{.owner = name_, .step_id = step, .reclaim_only = true},
+                        [&local] { return local->in_flight(); }, nullptr);
       try {
         local->finish();
       } catch (...) {

@@ -106,8 +106,9 @@ struct CompileOptions {
   // and each fetch made elsewhere is sent there.
   RemoteTasks* remote = nullptr;
   std::string host_device;
-  // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms),
-  // and its stall limits (SessionOptions::stall_warning_ms and stall_timeout_ms).
+  // In a cluster: the deadline of each step, 0 for none (SessionOptions::operation_timeout_ms).
+  // The stall limits (SessionOptions::stall_warning_ms and stall_timeout_ms): in a cluster the
+  // chief watches each step; in one process the stall watchdog (scheduler/stall_watchdog.h).
   std::chrono::milliseconds step_timeout{0};
   std::chrono::milliseconds stall_warning{0}, stall_timeout{0};
   // Where the graph's collective nodes take part in their groups (comm/step_collectives.h); null:
@@ -158,6 +159,7 @@ class CompiledGraph {
   bool parallel_ = false;
   RemoteTasks* remote_ = nullptr;             // a cluster's, or null
   StepLimits step_limits_;
+  std::string name_;  // CompileOptions::name: the owner of the stall watchdog's reports
   Collectives* collectives_ = nullptr;  // CompileOptions::collectives
   std::unique_ptr<RemoteGraph> remote_graph_;  // the partitions other tasks run
   // Sends of feeds to other tasks, which small feeds skip by riding in the step's RunStep.

@@ -39,11 +39,12 @@ class DataParallelState {
 
   CompileOptions compile_options(const std::string& what) const {
     CompileOptions o{.optimize = options.optimize, .name = what, .collectives = &process_step_collectives()};
+    // Watched by the chief in a cluster, by the process's stall watchdog alone (scheduler/stall_watchdog.h).
+    o.stall_warning = std::chrono::milliseconds(options.stall_warning_ms);
+    o.stall_timeout = std::chrono::milliseconds(options.stall_timeout_ms);
     if (target.spans_tasks()) {
       target.apply(o);
       o.step_timeout = std::chrono::milliseconds(options.operation_timeout_ms);
-      o.stall_warning = std::chrono::milliseconds(options.stall_warning_ms);
-      o.stall_timeout = std::chrono::milliseconds(options.stall_timeout_ms);
     }
     return o;
   }

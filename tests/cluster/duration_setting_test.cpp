@@ -1,5 +1,5 @@
-// The millisecond settings every task reads from its environment (cluster/duration_setting.h).
-#include "cluster/duration_setting.h"
+// The millisecond settings every task reads from its environment (runtime/duration_setting.h).
+#include "runtime/duration_setting.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,12 @@
 // the fault from outside (a signal, kill -9, SIGSTOP) once the chief prints "steps running", and
 // finds each process by the file WEFT_TEST_PID_DIR/pid.RANK that it writes at start.
 //
+// With WEFT_TEST_STUCK_KERNEL=1 task 2 runs a kernel that never returns (TestSleep of 10 minutes)
+// under short stall limits (1 s, 2 s) and WEFT_STALL_RECLAIM_MS=1000: the chief's step is ended
+// as DeadlineExceeded with the report; task 2, whose thread cannot be reclaimed, ends itself with
+// the report (scheduler/stall_watchdog.h); the chief's next steps name it lost. The chief prints
+// "stuck kernel: ..." when all of that held.
+//
 // Deaths during start-up (cluster/startup.h), with WEFT_STARTUP_TIMEOUT_MS=3000:
 // - WEFT_TEST_DIES_BEFORE_JOINING=1: rank 2 dies before MPI_Init; the others are held in MPI_Init
 //   until their start-up watchdogs end the job.
@@ -33,6 +39,7 @@
 #include <thread>
 
 #include "api/weft/weft.h"
+#include "cluster_mpi/test_sleep_op.h"
 #include "runtime/device.h"
 
 int main(int argc, char** argv) {
@@ -61,7 +68,9 @@ int main(int argc, char** argv) {
   // Counted from process start, a slow start-up (the sanitizer build on a loaded machine) could let
   // the kill land inside start-up, which is a different failure with its own report and tests
   // (WEFT_TEST_DIES_IN_STARTUP, WEFT_TEST_DIES_BEFORE_JOINING).
-  if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES") && !external_fault)
+  const bool stuck_kernel = std::getenv("WEFT_TEST_STUCK_KERNEL") != nullptr;
+  if (stuck_kernel) testing::register_test_sleep();  // on every task, before the op registries are compared
+  if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES") && !external_fault && !stuck_kernel)
     std::thread([] {
       while (!local_devices_created()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -77,6 +86,49 @@ int main(int argc, char** argv) {
   nn::Sequential model{nn::Dense(256, nn::tanh), nn::Dense(1)};
   optim::SGD sgd(0.01);
   std::optional<distribute::DataParallel> dp;
+  if (stuck_kernel) {
+    Tensor ms;
+    {
+      GraphScope scope(g);
+      ms = placeholder(float32, {1}, "ms");
+      Tensor slept;
+      {
+        DeviceScope on("/job:worker/task:2");
+        slept = testing::test_sleep(ms);
+      }
+      DeviceScope on("/job:worker/task:1");
+      out = slept * 2.f;
+    }
+    Session stuck(g, cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 2000});
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)stuck.run({{ms, constant(std::vector<float>{600000.f}, Shape{1})}}, {out});
+      std::cout << "WRONG: the stuck step was not ended" << std::endl;
+      return 1;
+    } catch (const DeadlineExceeded& e) {
+      if (std::string(e.what()).find("(test_sleep) created at") == std::string::npos) {
+        std::cout << "WRONG REPORT: " << e.what() << std::endl;
+        return 1;
+      }
+    }
+    const double ended = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    try {
+      for (;;) {
+        try {
+          (void)stuck.run({{ms, constant(std::vector<float>{1.f}, Shape{1})}}, {out});
+        } catch (const DeadlineExceeded&) {
+          // A step task 2 took part in as it ended itself (its stall timeout came first).
+        }
+      }
+    } catch (const Unavailable& e) {
+      const double lost = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const bool names_task = std::string(e.what()).find("/job:worker/replica:0/task:2") != std::string::npos;
+      std::cout << (names_task ? "stuck kernel: " : "WRONG REPORT: ") << "the step was ended after " << ended
+                << " s, and the task that could not reclaim its thread was lost after " << lost << " s: " << e.what()
+                << std::endl;
+      return names_task ? 0 : 1;
+    }
+  }
   if (std::getenv("WEFT_TEST_DATA_PARALLEL")) {
     dp.emplace(cluster);
     auto step = dp->function([&](Tensor xb) {

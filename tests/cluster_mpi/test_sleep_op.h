@@ -13,16 +13,21 @@
 
 namespace weft::testing {
 
+// Once per process; later calls do nothing.
 inline void register_test_sleep() {
-  register_builtin_ops();
-  op_registry().add({.name = "TestSleep", .display = "test_sleep", .min_inputs = 1, .max_inputs = 1,
-                     .infer = [](InferContext& c) { c.set_output(0, c.input_dtype(0), c.input_shape(0)); }});
-  register_kernel("TestSleep", DeviceType::CPU, float32, [](KernelContext& ctx) {
-    const Tensor& in = ctx.input(0);
-    const float ms = in.data<float>()[0];
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(ms)));
-    std::copy(in.data<float>(), in.data<float>() + in.size(), ctx.output(0).data<float>());
-  });
+  static const bool registered = [] {
+    register_builtin_ops();
+    op_registry().add({.name = "TestSleep", .display = "test_sleep", .min_inputs = 1, .max_inputs = 1,
+                       .infer = [](InferContext& c) { c.set_output(0, c.input_dtype(0), c.input_shape(0)); }});
+    register_kernel("TestSleep", DeviceType::CPU, float32, [](KernelContext& ctx) {
+      const Tensor& in = ctx.input(0);
+      const float ms = in.data<float>()[0];
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(ms)));
+      std::copy(in.data<float>(), in.data<float>() + in.size(), ctx.output(0).data<float>());
+    });
+    return true;
+  }();
+  (void)registered;
 }
 
 inline Tensor test_sleep(const Tensor& ms, const SourceLocation& loc = SourceLocation::current()) {

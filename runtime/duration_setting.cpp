@@ -1,4 +1,4 @@
-#include "cluster/duration_setting.h"
+#include "runtime/duration_setting.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -13,7 +13,7 @@ std::chrono::milliseconds milliseconds_setting(const char* name, const char* tex
   errno = 0;
   const long long ms = std::strtoll(text, &end, 10);
   if (*end != '\0' || errno == ERANGE || ms < 0 || (ms == 0 && !allow_zero)) {
-    std::fprintf(stderr, "weft: [cluster] %s='%s' is not a %s whole number of milliseconds; using %lld\n", name, text,
+    std::fprintf(stderr, "weft: %s='%s' is not a %s whole number of milliseconds; using %lld\n", name, text,
                  allow_zero ? "non-negative" : "positive", static_cast<long long>(fallback.count()));
     return fallback;
   }
