@@ -199,6 +199,13 @@ void ClusterRuntime::on_answer(int kind, uint64_t id, int rank, const std::excep
     if (w.on_answer && reply && !error) w.on_answer(rank, *reply, received_us);
     if (error && !w.error) {
       w.error = error;
+      // The other tasks' parts are aborted now and answer within moments; one whose kernel does
+      // not return is not waited for past the reclaim grace (scheduler/stall_watchdog.h).
+      const auto stragglers_by = std::chrono::steady_clock::now() + stall_reclaim_grace();
+      if (stragglers_by < w.deadline) {
+        w.deadline = stragglers_by;
+        w.timeout = stall_reclaim_grace();
+      }
       if (w.cancel) {
         ++w.cancelling;
         cancels.push_back({&w, error});
@@ -220,6 +227,7 @@ void ClusterRuntime::cancel_steps(const std::vector<PendingCancel>& cancels) {
 
 void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) {
   std::vector<PendingCancel> expired;
+  bool released = false;
   {
     std::lock_guard lock(mu_);
     for (auto& [key, w] : waiters_) {
@@ -227,6 +235,16 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
       std::string running;
       for (int r : w->pending) running += (running.empty() ? "" : ", ") + task_name(r);
       const std::string what = w->what.empty() ? "step " + std::to_string(w->step_id) : w->what;
+      if (w->error) {
+        // Failed already: the tasks still in it did not stop within the reclaim grace.
+        std::cerr << "weft: [cluster] " + what + " failed, and " + running + " had not stopped " +
+                         stall_seconds(w->timeout) + " later (a kernel that does not return?); going on without it\n"
+                  << std::flush;
+        w->pending.clear();
+        w->deadline = std::chrono::steady_clock::time_point::max();
+        released = true;
+        continue;
+      }
       const bool stalled = w->stall_timeout.count() > 0 && w->timeout == w->stall_timeout;
       std::exception_ptr e;
       if (stalled) {
@@ -248,8 +266,9 @@ void ClusterRuntime::check_deadlines(std::chrono::steady_clock::time_point now) 
         expired.push_back({w, w->error});
       }
     }
-    if (!expired.empty()) cv_.notify_all();
+    if (!expired.empty() || released) cv_.notify_all();
   }
+  if (released) channel_.engine().wake();  // a driver waiting for the step's answers looks again
   cancel_steps(expired);
 }
 

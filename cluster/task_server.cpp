@@ -149,9 +149,14 @@ void TaskServer::on_request(ControlChannel::Message m) {
       case ControlRequest::Kind::kAbortStep:
         abort_step(request.step_id, request.error);
         return;
-      case ControlRequest::Kind::kShutdown:
+      case ControlRequest::Kind::kShutdown: {
         shutdown_requested_ = true;
+        // A step still running now (its kernel outlived the step's abort) would hold this task's
+        // exit, and with it the job's: it gets the reclaim grace, then the process ends.
+        std::lock_guard lock(mu_);
+        for (auto& [step_id, running] : running_) arm_reclaim_locked(*running, step_id);
         break;
+      }
       case ControlRequest::Kind::kEndJob:  // a task got a stop signal
         job_signals::end_job(request.signal);
         return;
@@ -421,12 +426,16 @@ void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
     else if (aborted_early_.size() < 4096) aborted_early_[step_id] = error;
     // (Cancelling under the lock keeps `running` alive: its thread erases it under the lock.)
     if (running) running->cancel.cancel(error);
-    if (running && running->local && !running->reclaim && ended_by_deadline(error))
-      running->reclaim = std::make_unique<StallWatch>(
-          StallWatch::Options{.owner = "task " + task_, .step_id = step_id, .reclaim_only = true},
-          [local = running->local] { return local->in_flight(); }, nullptr);
+    if (running && ended_by_deadline(error)) arm_reclaim_locked(*running, step_id);
   }
   rt_.rendezvous().abort_step(step_id, error);
+}
+
+void TaskServer::arm_reclaim_locked(RunningStep& running, int64_t step_id) {
+  if (!running.local || running.reclaim) return;
+  running.reclaim = std::make_unique<StallWatch>(
+      StallWatch::Options{.owner = "task " + task_, .step_id = step_id, .reclaim_only = true},
+      [local = running.local] { return local->in_flight(); }, nullptr);
 }
 
 void TaskServer::report_stall(int64_t step_id) {

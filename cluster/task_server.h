@@ -66,6 +66,9 @@ class TaskServer {
     bool parallel = false;
     std::set<std::string, std::less<>> reply_edges;  // small sends on these go back in the Reply
   };
+  struct RunningStep;
+  // Arms `running`'s reclaim watch, if it has none; under mu_.
+  void arm_reclaim_locked(RunningStep& running, int64_t step_id);
   struct RunningStep {
     CancellationManager cancel;
     Executor::RunningStep* local = nullptr;  // while its executors run (guarded by mu_)

@@ -121,8 +121,12 @@ class Watchdog {
     const auto age = std::chrono::duration_cast<milliseconds>(now - e.started);
     const std::vector<Executor::RunningStep::InFlight> nodes = e.in_flight();
     const std::string lines = describe_in_flight(nodes);
-    return stall_report_heading(e.options.step_id, age, e.options.limits) + "    this process:\n" +
-           (lines.empty() ? "      nothing running or waiting\n" : lines);
+    const std::string heading =
+        e.options.reclaim_only
+            ? (e.options.step_id > 0 ? "step " + std::to_string(e.options.step_id) : std::string("a step")) +
+                  ", ended, still runs " + stall_seconds(age) + " later:\n"
+            : stall_report_heading(e.options.step_id, age, e.options.limits);
+    return heading + "    this process:\n" + (lines.empty() ? "      nothing running or waiting\n" : lines);
   }
 
   void check(StallWatch::Entry& e, Clock::time_point now) {

@@ -18,6 +18,10 @@
 // as DeadlineExceeded with the report; task 2, whose thread cannot be reclaimed, ends itself with
 // the report (scheduler/stall_watchdog.h); the chief's next steps name it lost. The chief prints
 // "stuck kernel: ..." when all of that held.
+// With WEFT_TEST_STUCK_AT_EXIT=1 the same kernel's step fails instead (task 1's TestSleep of -1 ms
+// throws), so the step is aborted but not for running too long, and the chief's program then ends:
+// task 2's exit would wait for its kernel forever; it ends itself once the reclaim grace after the
+// shutdown is over, printing what still runs ("cannot be reclaimed"), and the job ends.
 //
 // Deaths during start-up (cluster/startup.h), with WEFT_STARTUP_TIMEOUT_MS=3000:
 // - WEFT_TEST_DIES_BEFORE_JOINING=1: rank 2 dies before MPI_Init; the others are held in MPI_Init
@@ -68,7 +72,8 @@ int main(int argc, char** argv) {
   // Counted from process start, a slow start-up (the sanitizer build on a loaded machine) could let
   // the kill land inside start-up, which is a different failure with its own report and tests
   // (WEFT_TEST_DIES_IN_STARTUP, WEFT_TEST_DIES_BEFORE_JOINING).
-  const bool stuck_kernel = std::getenv("WEFT_TEST_STUCK_KERNEL") != nullptr;
+  const bool stuck_at_exit = std::getenv("WEFT_TEST_STUCK_AT_EXIT") != nullptr;
+  const bool stuck_kernel = stuck_at_exit || std::getenv("WEFT_TEST_STUCK_KERNEL") != nullptr;
   if (stuck_kernel) testing::register_test_sleep();  // on every task, before the op registries are compared
   if (rank == 2 && !std::getenv("WEFT_TEST_CHIEF_DIES") && !external_fault && !stuck_kernel)
     std::thread([] {
@@ -98,6 +103,18 @@ int main(int argc, char** argv) {
       }
       DeviceScope on("/job:worker/task:1");
       out = slept * 2.f;
+      if (stuck_at_exit) out = out + testing::test_sleep(ms * -1.f);
+    }
+    if (stuck_at_exit) {
+      Session failing(g, cluster, {.stall_warning_ms = 2000});
+      try {
+        (void)failing.run({{ms, constant(std::vector<float>{600000.f}, Shape{1})}}, {out});
+      } catch (const InvalidArgument& e) {
+        std::cout << "the step failed on task 1 while task 2 sleeps; the chief's program ends" << std::endl;
+        return 0;
+      }
+      std::cout << "WRONG: the step did not fail" << std::endl;
+      return 1;
     }
     Session stuck(g, cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 2000});
     const auto t0 = std::chrono::steady_clock::now();

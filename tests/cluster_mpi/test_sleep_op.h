@@ -1,13 +1,15 @@
 // A test-only op, TestSleep: sleeps as many milliseconds as the first element of its float32 input
-// says, then passes that value on. A kernel stuck for a while on whichever task runs it, for the
+// says, then passes that value on (a negative time is an error: a kernel that fails). A kernel stuck for a while on whichever task runs it, for the
 // stall tests. Register it in every task (before cluster::init, so the op registries agree).
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "api/dispatch.h"
 #include "kernels/register_all.h"
+#include "runtime/error.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/op_registry.h"
 
@@ -22,6 +24,7 @@ inline void register_test_sleep() {
     register_kernel("TestSleep", DeviceType::CPU, float32, [](KernelContext& ctx) {
       const Tensor& in = ctx.input(0);
       const float ms = in.data<float>()[0];
+      if (ms < 0) throw InvalidArgument("TestSleep: a negative time, " + std::to_string(ms) + " ms");
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(ms)));
       std::copy(in.data<float>(), in.data<float>() + in.size(), ctx.output(0).data<float>());
     });
