@@ -8,6 +8,11 @@
 # PROGRAM then runs as 4 ranks, one per host, talking over TCP between the namespaces only: no
 # shared memory (btl self,tcp; pml ob1, so not UCX). Each rank first writes down its namespace,
 # hostname and address, and the test checks that they were the four hosts'.
+# With WEFT_SIMHOSTS_LAUNCH (weft-launch) and WEFT_SIMHOSTS_PREEMPT (data_parallel_restart) set, a
+# last run trains data-parallel under weft-launch --cluster over the four hosts, and SIGTERM to
+# weft-launch (on simhost0) must reach the tasks on the other hosts in time for the chief to save a
+# checkpoint (tools/launch_job.h: weft-launch forwards it through mpirun); a restart resumes with
+# the losses of an uninterrupted run.
 # Exit 77 (ctest's SKIP_RETURN_CODE) when namespaces cannot be made here: not root, no
 # CAP_NET_ADMIN, no iproute2, no veth or bridge in the kernel.
 set -u
@@ -139,4 +144,58 @@ for program in "${programs[@]}"; do
     [[ $inet == "inet $subnet.$((r + 1))" ]] || fail "rank $r has '$inet', not simhost$r's address"
   done
 done
+
+if [[ -n ${WEFT_SIMHOSTS_PREEMPT:-} ]]; then
+  echo "== SIGTERM to weft-launch on simhost0, tasks on $hosts simulated hosts"
+  work=$dir/preempt
+  mkdir -p "$work"
+  list=
+  for ((k = 0; k < hosts; ++k)); do list+="${list:+, }\"$subnet.$((k + 1)):2222\""; done
+  echo "{\"cluster\": {\"worker\": [$list]}}" > "$dir/spec.json"
+  # What the mpirun runs above were given as options, weft-launch's mpirun gets from the environment.
+  export OMPI_MCA_plm_rsh_agent=$agent OMPI_MCA_plm_rsh_no_tree_spawn=1 OMPI_MCA_orte_tmpdir_base=$dir \
+    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=$subnet.0/24 \
+    OMPI_MCA_oob_tcp_if_include=$subnet.0/24
+  on_simhost0() { ip netns exec "${prefix}0" unshare --uts /bin/sh -c 'hostname simhost0 && exec "$@"' sh "$@"; }
+  launch() { on_simhost0 "$WEFT_SIMHOSTS_LAUNCH" --cluster "$dir/spec.json" "$WEFT_SIMHOSTS_PREEMPT" "$work" "$@"; }
+  steps() { grep -hE "^step [0-9]+ loss" "$@"; }
+  bounded() {  # in the background, so the INT/TERM trap can end it; killed after 120 s
+    "$@" &
+    job=$!
+    for _ in $(seq 1 1200); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$job" 2>/dev/null && kill -KILL "$job"
+    wait "$job"
+    local status=$?
+    job=
+    return $status
+  }
+  bounded launch run 20 > "$work/full.txt" 2> "$work/full.err" ||
+    { cat "$work/full.err"; fail "the uninterrupted run over the hosts failed"; }
+  # Not through the functions (a function in the background is a subshell of its own): ip netns
+  # exec, unshare and sh each exec the next, so the job's pid is weft-launch's.
+  ip netns exec "${prefix}0" unshare --uts /bin/sh -c 'hostname simhost0 && exec "$@"' sh \
+    "$WEFT_SIMHOSTS_LAUNCH" --cluster "$dir/spec.json" "$WEFT_SIMHOSTS_PREEMPT" "$work" preemptible 20 100 \
+    > "$work/preempted.txt" 2> "$work/preempted.err" &
+  job=$!
+  for _ in $(seq 1 1200); do grep -q "^step 4 loss" "$work/preempted.txt" && break; sleep 0.05; done
+  grep -q "^step 4 loss" "$work/preempted.txt" || { cat "$work/preempted.err"; fail "the preemptible run did not reach step 4"; }
+  sent=$(date +%s.%N)
+  kill -TERM "$job"
+  for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && fail "the job did not end within 60 s of SIGTERM to weft-launch"
+  wait "$job"
+  rc=$?
+  job=
+  took=$(awk -v a="$sent" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+  grep -hE "^weft" "$work/preempted.err"
+  (( rc == 143 )) || fail "weft-launch exited $rc, not 143 (SIGTERM)"
+  for ((k = 1; k < hosts; ++k))
+    do grep -q "task:$k got SIGTERM" "$work/preempted.err" || fail "the task on simhost$k did not get SIGTERM"; done
+  grep -q "saved $work/preempt/ckpt-1.safetensors after" "$work/preempted.err" || fail "no checkpoint was saved"
+  bounded launch preemptible 20 > "$work/resumed.txt" 2> "$work/resumed.err" ||
+    { cat "$work/resumed.err"; fail "the restarted run failed"; }
+  diff <(steps "$work/full.txt") <(steps "$work/preempted.txt" "$work/resumed.txt") ||
+    fail "the preempted and restarted runs' losses differ from the uninterrupted run's"
+  echo "preempted over $hosts hosts: every task got SIGTERM, the checkpoint was saved, the job ended $took s after the signal, and the restart's losses are the uninterrupted run's"
+fi
 echo "PASS: every program ran as $hosts ranks in $hosts network namespaces, over TCP between them"
