@@ -43,7 +43,8 @@ void share_variables(GraphIR& g, Store& store) {
 
 }  // namespace
 
-TaskServer::TaskServer(ClusterRuntime& runtime) : rt_(runtime), task_(runtime.task_name(runtime.rank())) {
+TaskServer::TaskServer(ClusterRuntime& runtime)
+    : rt_(runtime), task_(runtime.task_name(runtime.rank())), stall_owner_("task " + task_) {
   heard_from_chief_ = std::chrono::steady_clock::now().time_since_epoch().count();
   // From anyone: a step may come down its tree from another task (on_request checks what).
   rt_.channel().listen(kRequestTag, MPI_ANY_SOURCE,
@@ -434,7 +435,7 @@ void TaskServer::abort_step(int64_t step_id, std::exception_ptr error) {
 void TaskServer::arm_reclaim_locked(RunningStep& running, int64_t step_id) {
   if (!running.local || running.reclaim) return;
   running.reclaim = std::make_unique<StallWatch>(
-      StallWatch::Options{.owner = "task " + task_, .step_id = step_id, .reclaim_only = true},
+      StallWatch::Options{.owner = stall_owner_, .step_id = step_id, .reclaim_only = true},
       [local = running.local] { return local->in_flight(); }, nullptr);
 }
 

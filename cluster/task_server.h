@@ -118,6 +118,7 @@ class TaskServer {
 
   ClusterRuntime& rt_;
   std::string task_;
+  std::string stall_owner_;  // "task NAME": the owner of this task's reclaim watches
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<const RegisteredGraph>> graphs_;
   std::map<uint64_t, std::map<std::string, std::shared_ptr<VariableState>, std::less<>>> sessions_;

@@ -56,15 +56,6 @@ std::string stall_report_heading(int64_t step_id, milliseconds age, const StallL
          "):\n";
 }
 
-struct StallWatch::Entry {
-  Options options;
-  InFlightFn in_flight;
-  CancelFn cancel;
-  Clock::time_point started;
-  enum class Stage { kRunning, kWarned, kEnded } stage = Stage::kRunning;
-  Clock::time_point reclaim_by;
-  std::string report;
-};
 
 namespace {
 
@@ -132,20 +123,18 @@ class Watchdog {
   void check(StallWatch::Entry& e, Clock::time_point now) {
     using Stage = StallWatch::Entry::Stage;
     const StallLimits& limits = e.options.limits;
-    const std::string owner = "[" + e.options.owner + "] ";
+    const std::string owner = "[" + std::string(e.options.owner) + "] ";
     if (e.stage == Stage::kRunning && limits.warning.count() > 0 && now - e.started >= limits.warning) {
       e.stage = Stage::kWarned;
-      e.report = compose(e, now);
-      std::cerr << "weft: " << owner << e.report << std::flush;
+      std::cerr << "weft: " << owner << compose(e, now) << std::flush;
     }
     if (e.stage != Stage::kEnded && limits.timeout.count() > 0 && now - e.started >= limits.timeout) {
       e.stage = Stage::kEnded;
       e.reclaim_by = now + stall_reclaim_grace();
-      e.report = compose(e, now);
       if (e.cancel)
         e.cancel(std::make_exception_ptr(DeadlineExceeded(
             owner + "the step stalled: it ran past its stall timeout of " + std::to_string(limits.timeout.count()) +
-            " ms (stall_timeout_ms) and was ended\n  " + e.report)));
+            " ms (stall_timeout_ms) and was ended\n  " + compose(e, now))));
       return;
     }
     if (e.stage == Stage::kEnded && now >= e.reclaim_by) {
@@ -172,18 +161,15 @@ class Watchdog {
 }  // namespace
 
 StallWatch::StallWatch(Options options, InFlightFn in_flight, CancelFn cancel)
-    : entry_(new Entry{std::move(options), std::move(in_flight), std::move(cancel), Clock::now()}) {
-  if (entry_->options.reclaim_only) {
-    entry_->stage = Entry::Stage::kEnded;
-    entry_->reclaim_by = entry_->started + stall_reclaim_grace();
+    : entry_{std::move(options), std::move(in_flight), std::move(cancel), Clock::now()} {
+  if (entry_.options.reclaim_only) {
+    entry_.stage = Entry::Stage::kEnded;
+    entry_.reclaim_by = entry_.started + stall_reclaim_grace();
   }
-  Watchdog::get().add(entry_);
+  Watchdog::get().add(&entry_);
 }
 
-StallWatch::~StallWatch() {
-  Watchdog::get().remove(entry_);
-  delete entry_;
-}
+StallWatch::~StallWatch() { Watchdog::get().remove(&entry_); }
 
 bool ended_by_deadline(const std::exception_ptr& error) {
   if (!error) return false;

@@ -32,6 +32,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "scheduler/executor.h"
@@ -64,7 +65,7 @@ std::string stall_seconds(std::chrono::milliseconds d);
 class StallWatch {
  public:
   struct Options {
-    std::string owner;    // printed in brackets: "Session", "task /job:worker/replica:0/task:1"
+    std::string_view owner;  // printed in brackets: "Session"; must outlive the watch
     int64_t step_id = 0;
     StallLimits limits;
     // Only the reclaim check: the step has been ended already (a task's step its chief ended);
@@ -80,10 +81,18 @@ class StallWatch {
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 
-  struct Entry;
+  // The watchdog's record of the watch (in the watch itself: making one allocates nothing).
+  struct Entry {
+    Options options;
+    InFlightFn in_flight;
+    CancelFn cancel;
+    std::chrono::steady_clock::time_point started;
+    enum class Stage { kRunning, kWarned, kEnded } stage = Stage::kRunning;
+    std::chrono::steady_clock::time_point reclaim_by;
+  };
 
  private:
-  Entry* entry_;
+  Entry entry_;
 };
 
 // Whether `error` is a DeadlineExceeded: a step ended for running too long (its stall timeout or
