@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/coarse_clock.h"
 #include "runtime/duration_setting.h"
 #include "runtime/error.h"
 
@@ -161,7 +162,9 @@ class Watchdog {
 }  // namespace
 
 StallWatch::StallWatch(Options options, InFlightFn in_flight, CancelFn cancel)
-    : entry_{std::move(options), std::move(in_flight), std::move(cancel), Clock::now()} {
+    // The coarse clock (within 100 ms) spares every watched step a clock read.
+    : entry_{std::move(options), std::move(in_flight), std::move(cancel),
+             Clock::time_point(std::chrono::duration_cast<Clock::duration>(milliseconds(coarse_now_ms())))} {
   if (entry_.options.reclaim_only) {
     entry_.stage = Entry::Stage::kEnded;
     entry_.reclaim_by = entry_.started + stall_reclaim_grace();
