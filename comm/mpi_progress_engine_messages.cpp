@@ -3,7 +3,9 @@
 // listener's limit, receives the rest on the continuation tag, and hands the messages over in the
 // order their frames came. And messages of any length for probe_listen: probed, their length
 // checked, then received into a buffer of exactly that length.
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "comm/mpi_message_frame.h"
 #include "comm/mpi_progress_engine_impl.h"
@@ -21,95 +23,257 @@ void MpiProgressEngine::Impl::listen(ClientId client, MPI_Comm comm, int tag, in
   l->source = source;
   l->max_bytes = max_bytes;
   l->on_message = std::move(on_message);
-  l->frame.resize(mpi_frame::kFrameBytes / sizeof(uint64_t));
   {
     std::lock_guard lock(mu_);
-    listeners_.push_back(l);
+    l->yield_after_traffic = clients_[static_cast<size_t>(client)].yield_after_traffic;
+    listeners_.push_back(std::move(l));
+    listeners_changed_ = true;
   }
-  post_frame(l);
+  wake();
 }
 
-void MpiProgressEngine::Impl::post_frame(const std::shared_ptr<Listener>& l) {
+namespace {
+
+// Takes a probed message into nothing: MPI reports the truncation and writes no byte (on the
+// single-copy path too, where the read into a null buffer fails), and the message leaves MPI's
+// queue. Returns the request (MPI_REQUEST_NULL if MPI refused).
+MPI_Request take_into_nothing(MPI_Message& message) {
   MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = MPI_Irecv(l->frame.data(), static_cast<int>(mpi_frame::kFrameBytes), MPI_BYTE, l->source, l->tag,
-                           l->comm, &r);
-  if (rc != MPI_SUCCESS) {
-    MpiMessage m;
-    m.tag = l->tag;
-    m.error = "cannot post the receive of messages: " + mpi_error_string(rc);
-    l->on_message(std::move(m));
-    return;
-  }
-  track(l->client, r, {.kind = "message recv", .peer = l->source, .tag = l->tag, .standing = true},
-        [this, l](const MPI_Status& status, int error) { on_frame(l, status, error); }, l);
+  if (MPI_Imrecv(nullptr, 0, MPI_BYTE, &message, &r) != MPI_SUCCESS) return MPI_REQUEST_NULL;
+  return r;
 }
 
-void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error) {
-  auto in = std::make_shared<Incoming>();
-  in->message.source = status.MPI_SOURCE;
-  in->message.tag = l->tag;
-  l->incoming.push_back(in);
-  auto fail = [&](std::string why) {
-    in->message.error = std::move(why);
-    in->complete = true;
-  };
-  int received = 0;
-  if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &received);
-  const mpi_frame::FrameInfo f =
-      error != MPI_SUCCESS ? mpi_frame::FrameInfo{.error = "a frame that could not be received: " + mpi_error_string(error)}
-                           : mpi_frame::read_frame(static_cast<size_t>(std::max(received, 0)), l->frame[0], l->max_bytes);
-  const int continuation_tag = l->tag + mpi_frame::kContinuationTagOffset;
-  if (!f.error.empty()) {
-    fail(f.error);
-    // A refused message's continuation is taken into nothing (MPI reports the truncation), so
-    // it does not wait in MPI's queue forever.
-    if (f.continued && error == MPI_SUCCESS) {
-      MPI_Request r = MPI_REQUEST_NULL;
-      if (MPI_Irecv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, continuation_tag, l->comm, &r) == MPI_SUCCESS)
-        track(l->client, r, {.kind = "refused message recv", .peer = status.MPI_SOURCE, .tag = continuation_tag},
-              [](const MPI_Status&, int) {}, nullptr);
-    }
-  } else {
-    in->message.bytes = static_cast<size_t>(f.length);
-    in->message.words.resize((in->message.bytes + 7) / 8);
-    char* into = reinterpret_cast<char*>(in->message.words.data());
-    if (f.inline_bytes) std::memcpy(into, l->frame.data() + 1, f.inline_bytes);
-    if (!f.continued) {
-      in->complete = true;
-    } else {
-      const auto rest = static_cast<int>(f.length - f.inline_bytes);
-      MPI_Request r = MPI_REQUEST_NULL;
-      const int rc = MPI_Irecv(into + f.inline_bytes, rest, MPI_BYTE, status.MPI_SOURCE, continuation_tag, l->comm, &r);
-      if (rc != MPI_SUCCESS) {
-        fail("its continuation could not be received: " + mpi_error_string(rc));
-      } else {
-        track(l->client, r,
-              {.kind = "message continuation recv", .peer = status.MPI_SOURCE, .tag = continuation_tag,
-               .bytes = static_cast<uint64_t>(rest)},
-              [this, l, in, rest](const MPI_Status& st, int e) {
-                int got = 0;
-                if (e == MPI_SUCCESS) MPI_Get_count(&st, MPI_BYTE, &got);
-                if (e != MPI_SUCCESS || got != rest) {
-                  in->message.error = e != MPI_SUCCESS ? "its continuation was not received: " + mpi_error_string(e)
-                                                       : "a continuation of " + std::to_string(got) +
-                                                             " bytes, where its frame announced " +
-                                                             std::to_string(rest);
-                  in->message.words.clear();
-                  in->message.bytes = 0;
-                }
-                in->complete = true;
-                deliver_in_order(*l);
-              },
-              in);
+int probed_count(const MPI_Status& status) {
+  int count = -1;
+  if (MPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count == MPI_UNDEFINED) return -1;
+  return count;
+}
+
+}  // namespace
+
+bool MpiProgressEngine::Impl::probe_listeners() {
+  if (listeners_changed_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mu_);
+    listening_ = listeners_;
+    listeners_changed_ = false;
+  }
+  bool any = false;
+  for (const std::shared_ptr<Listener>& l : listening_) {
+    if (l->dropped) continue;
+    // Continuations first: a source's continuations come in the order of its frames, so each is
+    // probed for only once every earlier frame of its source has been read and matched.
+    if (!l->incoming.empty()) {
+      int blocked[8];
+      size_t n_blocked = 0;
+      bool overflow = false;
+      for (const std::shared_ptr<Incoming>& in : l->incoming) {
+        if (in->complete) continue;
+        const int src = in->message.source;
+        if (std::find(blocked, blocked + n_blocked, src) != blocked + n_blocked || overflow) continue;
+        if (n_blocked < std::size(blocked))
+          blocked[n_blocked++] = src;
+        else
+          overflow = true;  // the rest wait for a later round
+        if (in->framed && in->continued) any |= probe_rest(l, in);
       }
     }
+    // A few frames per round: a burst is taken quickly, and one sender cannot hold the round.
+    for (int k = 0; k < 16 && !l->dropped; ++k) {
+      int flag = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status;
+      if (MPI_Improbe(l->source, l->tag, l->comm, &flag, &message, &status) != MPI_SUCCESS || !flag) break;
+      any = true;
+      const int count = probed_count(status);
+      auto in = std::make_shared<Incoming>();
+      in->message.source = status.MPI_SOURCE;
+      in->message.tag = l->tag;
+      l->incoming.push_back(in);
+      if (count < 0 || static_cast<size_t>(count) > mpi_frame::kFrameBytes) {
+        // Longer than a frame may be: refused unread (its continuation, if it announced one,
+        // cannot be known, and stays in MPI's queue; the sender is broken).
+        if (MPI_Request r = take_into_nothing(message); r != MPI_REQUEST_NULL)
+          add_to_table(
+              r, make_entry(
+                     l->client, MpiOperation{.kind = "refused message recv", .peer = in->message.source, .tag = l->tag},
+                     [](const MPI_Status&, int) {}, nullptr, l->yield_after_traffic));
+        in->message.error = "a frame of " +
+                            (count < 0 ? std::string("unknown length") : std::to_string(count) + " bytes") +
+                            ", longer than a frame may be (" + std::to_string(mpi_frame::kFrameBytes) + ")";
+        in->complete = true;
+        deliver_in_order(*l);
+        continue;
+      }
+      in->message.words.resize((static_cast<size_t>(count) + 7) / 8);
+      MPI_Request r = MPI_REQUEST_NULL;
+      const int rc = MPI_Imrecv(in->message.words.data(), count, MPI_BYTE, &message, &r);
+      if (rc != MPI_SUCCESS) {
+        in->message.error = "a frame that could not be received: " + mpi_error_string(rc);
+        in->message.words.clear();
+        in->complete = true;
+        deliver_in_order(*l);
+        continue;
+      }
+      add_to_table(r, make_entry(
+                          l->client,
+                          MpiOperation{.kind = "message recv",
+                                       .peer = in->message.source,
+                                       .tag = l->tag,
+                                       .bytes = static_cast<uint64_t>(count)},
+                          [this, l, in](const MPI_Status& st, int error) { on_frame(l, in, st, error); }, in,
+                          l->yield_after_traffic));
+    }
   }
-  if (!in->message.error.empty()) {
-    in->message.words.clear();
-    in->message.bytes = 0;
+  return any;
+}
+
+void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in,
+                                       const MPI_Status& status, int error) {
+  in->framed = true;
+  int received = 0;
+  if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &received);
+  const size_t got = static_cast<size_t>(std::max(received, 0));
+  const uint64_t length = got >= mpi_frame::kLengthBytes ? in->message.words[0] : 0;
+  const mpi_frame::FrameInfo f =
+      error != MPI_SUCCESS
+          ? mpi_frame::FrameInfo{.error = "a frame that could not be received: " + mpi_error_string(error)}
+          : mpi_frame::read_frame(got, length, l->max_bytes);
+  std::vector<uint64_t>& words = in->message.words;
+  if (!f.error.empty()) {
+    in->message.error = f.error;
+    words.clear();
+    // A refused message's continuation is taken into nothing when it comes, so that it does not
+    // wait in MPI's queue forever (nor pass for a later message's).
+    in->continued = in->discard = f.continued && error == MPI_SUCCESS;
+    in->complete = !in->continued;
+  } else {
+    in->message.bytes = static_cast<size_t>(f.length);
+    if (!f.continued) {
+      words.erase(words.begin());  // the length field; the rest is the message, 8-byte aligned
+      words.resize((in->message.bytes + 7) / 8);
+      in->complete = true;
+    } else {
+      std::vector<uint64_t> all((in->message.bytes + 7) / 8);
+      std::memcpy(all.data(), words.data() + 1, f.inline_bytes);
+      words = std::move(all);
+      in->inline_bytes = f.inline_bytes;
+      in->rest = static_cast<size_t>(f.length) - f.inline_bytes;
+      in->continued = true;
+    }
   }
   deliver_in_order(*l);
-  if (!l->dropped) post_frame(l);
+}
+
+bool MpiProgressEngine::Impl::probe_rest(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in) {
+  const int src = in->message.source;
+  const int continuation_tag = l->tag + mpi_frame::kContinuationTagOffset;
+  int flag = 0;
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  if (MPI_Improbe(src, continuation_tag, l->comm, &flag, &message, &status) != MPI_SUCCESS || !flag) return false;
+  in->continued = false;  // matched: not probed for again
+  const int count = probed_count(status);
+  if (in->discard || count < 0 || static_cast<size_t>(count) != in->rest) {
+    if (MPI_Request r = take_into_nothing(message); r != MPI_REQUEST_NULL)
+      add_to_table(r, make_entry(
+                          l->client, MpiOperation{.kind = "refused message recv", .peer = src, .tag = continuation_tag},
+                          [](const MPI_Status&, int) {}, nullptr, l->yield_after_traffic));
+    if (!in->discard) {
+      in->message.error = "a continuation of " +
+                          (count < 0 ? std::string("unknown length") : std::to_string(count) + " bytes") +
+                          ", where its frame announced " + std::to_string(in->rest);
+      in->message.words.clear();
+      in->message.bytes = 0;
+    }
+    in->complete = true;
+    deliver_in_order(*l);
+    return true;
+  }
+  char* into = reinterpret_cast<char*>(in->message.words.data()) + in->inline_bytes;
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Imrecv(into, count, MPI_BYTE, &message, &r);
+  if (rc != MPI_SUCCESS) {
+    in->message.error = "its continuation could not be received: " + mpi_error_string(rc);
+    in->message.words.clear();
+    in->message.bytes = 0;
+    in->complete = true;
+    deliver_in_order(*l);
+    return true;
+  }
+  add_to_table(r, make_entry(
+                      l->client,
+                      MpiOperation{.kind = "message continuation recv",
+                                   .peer = src,
+                                   .tag = continuation_tag,
+                                   .bytes = static_cast<uint64_t>(count)},
+                      [this, l, in](const MPI_Status&, int e) {
+                        if (e != MPI_SUCCESS) {
+                          in->message.error = "its continuation was not received: " + mpi_error_string(e);
+                          in->message.words.clear();
+                          in->message.bytes = 0;
+                        }
+                        in->complete = true;
+                        deliver_in_order(*l);
+                      },
+                      in, l->yield_after_traffic));
+  return true;
+}
+
+void MpiProgressEngine::Impl::irecv_probed(ClientId client, void* buffer, int bytes, int peer, int tag, MPI_Comm comm,
+                                           MpiOperation op, Done done, std::shared_ptr<const void> keep) {
+  std::lock_guard lock(mu_);
+  if (shut_) return;  // nothing was posted: nothing for MPI to touch
+  const auto yield_after = clients_[static_cast<size_t>(client)].yield_after_traffic;
+  expected_inbox_.push_back(
+      {buffer, bytes, peer, tag, comm,
+       Entry{client, std::move(op), std::move(done), std::move(keep), Clock::now(), yield_after}});
+  inbox_ready_.store(true, std::memory_order_release);
+  if (nappers_ > 0)
+    nap_cv_.notify_all();
+  else if (lenders_ == 0 && standing_by_)
+    standby_cv_.notify_all();
+}
+
+bool MpiProgressEngine::Impl::probe_expected(std::vector<Completed>& completed) {
+  if (expected_.empty()) return false;
+  bool any = false;
+  std::lock_guard lock(table_mu_);
+  size_t w = 0;
+  for (size_t i = 0; i < expected_.size(); ++i) {
+    Expected& x = expected_[i];
+    // In the order they were asked for: a payload's messages share a tag and come in order.
+    int flag = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (MPI_Improbe(x.peer, x.tag, x.comm, &flag, &message, &status) != MPI_SUCCESS || !flag) {
+      if (w != i) expected_[w] = std::move(x);
+      ++w;
+      continue;
+    }
+    any = true;
+    const int count = probed_count(status);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (x.buffer && count == x.bytes) {
+      const int rc = MPI_Imrecv(x.buffer, count, MPI_BYTE, &message, &r);
+      if (rc == MPI_SUCCESS) {
+        requests_.push_back(r);
+        entries_.push_back(std::move(x.entry));
+      } else {
+        completed.push_back({std::move(x.entry.done), status, rc, x.entry.yield_after_traffic});
+      }
+      continue;
+    }
+    if ((r = take_into_nothing(message)) != MPI_REQUEST_NULL) {
+      requests_.push_back(r);
+      entries_.push_back(make_entry(
+          x.entry.client, MpiOperation{.kind = "refused message recv", .peer = x.peer, .tag = x.tag},
+          [](const MPI_Status&, int) {}, nullptr, x.entry.yield_after_traffic));
+    }
+    completed.push_back({std::move(x.entry.done), status, count == x.bytes ? MPI_SUCCESS : MPI_ERR_TRUNCATE,
+                         x.entry.yield_after_traffic});
+  }
+  expected_.resize(w);
+  return any;
 }
 
 void MpiProgressEngine::Impl::probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
@@ -156,8 +320,9 @@ bool MpiProgressEngine::Impl::probe() {
         // path too, where the read into a null buffer fails), and the message leaves MPI's queue.
         MPI_Request r = MPI_REQUEST_NULL;
         if (MPI_Imrecv(nullptr, 0, MPI_BYTE, &message, &r) == MPI_SUCCESS)
-          track(p->client, r, {.kind = "refused message recv", .peer = m.source, .tag = p->tag},
-                [](const MPI_Status&, int) {}, nullptr);
+          track(
+              p->client, r, {.kind = "refused message recv", .peer = m.source, .tag = p->tag},
+              [](const MPI_Status&, int) {}, nullptr);
         m.error = "a message of " + (count < 0 ? std::string("unknown length") : std::to_string(count) + " bytes") +
                   ", over the limit of " + std::to_string(p->max_bytes);
         p->on_message(std::move(m));
@@ -179,16 +344,17 @@ bool MpiProgressEngine::Impl::probe() {
       op.peer = in->source;
       op.tag = p->tag;
       op.bytes = in->bytes;
-      track(p->client, r, std::move(op),
-            [p, in](const MPI_Status&, int error) {
-              if (error != MPI_SUCCESS) {
-                in->words.clear();
-                in->bytes = 0;
-                in->error = "a message that could not be received: " + mpi_error_string(error);
-              }
-              if (!p->dropped) p->on_message(std::move(*in));
-            },
-            in);
+      track(
+          p->client, r, std::move(op),
+          [p, in](const MPI_Status&, int error) {
+            if (error != MPI_SUCCESS) {
+              in->words.clear();
+              in->bytes = 0;
+              in->error = "a message that could not be received: " + mpi_error_string(error);
+            }
+            if (!p->dropped) p->on_message(std::move(*in));
+          },
+          in);
     }
   }
   return any;
@@ -208,16 +374,21 @@ int MpiProgressEngine::send_message(ClientId client, MPI_Comm comm, int peer, in
   auto frame = std::make_shared<std::vector<uint64_t>>((mpi_frame::kLengthBytes + inline_bytes + 7) / 8);
   (*frame)[0] = bytes;
   if (inline_bytes) std::memcpy(frame->data() + 1, data, inline_bytes);
-  const int rc = isend(client, frame->data(), static_cast<int>(mpi_frame::kLengthBytes + inline_bytes), peer, tag, comm,
-                       {.kind = "message send", .peer = peer, .tag = tag, .bytes = bytes, .what = what},
-                       [](const MPI_Status&, int) {}, frame);
+  const int rc = isend(
+      client, frame->data(), static_cast<int>(mpi_frame::kLengthBytes + inline_bytes), peer, tag, comm,
+      {.kind = "message send", .peer = peer, .tag = tag, .bytes = bytes, .what = what}, [](const MPI_Status&, int) {},
+      frame);
   if (rc != MPI_SUCCESS || bytes == inline_bytes) return rc;
   const int continuation_tag = tag + mpi_frame::kContinuationTagOffset;
-  return isend(client, static_cast<const char*>(data) + inline_bytes, static_cast<int>(bytes - inline_bytes), peer,
-               continuation_tag, comm,
-               {.kind = "message continuation send", .peer = peer, .tag = continuation_tag,
-                .bytes = bytes - inline_bytes, .what = std::move(what)},
-               [](const MPI_Status&, int) {}, std::move(keep));
+  return isend(
+      client, static_cast<const char*>(data) + inline_bytes, static_cast<int>(bytes - inline_bytes), peer,
+      continuation_tag, comm,
+      {.kind = "message continuation send",
+       .peer = peer,
+       .tag = continuation_tag,
+       .bytes = bytes - inline_bytes,
+       .what = std::move(what)},
+      [](const MPI_Status&, int) {}, std::move(keep));
 }
 
 }  // namespace weft

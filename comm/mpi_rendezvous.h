@@ -76,6 +76,10 @@ class MpiRendezvous final : public Rendezvous {
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
   void recv_async(const RendezvousKey& key, DoneCallback done) override;
+  // A header from a peer that `expected` cannot admit fails the key's step before the payload's
+  // receive is posted or its buffer allocated (with a device transport, the transport still
+  // receives it, into a tensor dropped, to keep its link in step).
+  void recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) override;
   void start_abort(std::exception_ptr error) override;
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;
