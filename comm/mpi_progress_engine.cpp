@@ -203,7 +203,7 @@ MpiProgressEngine::Impl::Pace MpiProgressEngine::Impl::round() {
   std::vector<Completed>& completed = completed_;  // kept between rounds: no allocation per round
   completed.clear();
   // Each probe first, so that what they start is tested in this round.
-  bool probed = probe_listeners();
+  bool probed = probe_continuations();
   probed |= probe();
   probed |= probe_expected(completed);
   const bool busy = test(completed) || probed;
@@ -322,12 +322,12 @@ void MpiProgressEngine::Impl::give_up(ClientId client, std::chrono::milliseconds
     for (const auto& l : listeners_)
       if (l->client == client) l->dropped = true;
     std::erase_if(listeners_, [&](const std::shared_ptr<Listener>& l) { return l->client == client; });
-    listeners_changed_ = true;
     for (const auto& p : probers_)
       if (p->client == client) p->dropped = true;
     std::erase_if(probers_, [&](const std::shared_ptr<Prober>& p) { return p->client == client; });
     probers_changed_ = true;
   }
+  std::erase_if(continuing_, [&](const std::shared_ptr<Listener>& l) { return l->client == client; });
   adopt();
   std::lock_guard lock(table_mu_);
   // Receives not posted yet: nothing in MPI to cancel.

@@ -134,9 +134,9 @@ class MpiProgressEngine {
                    std::shared_ptr<const void> keep, std::string what = {});
   // Takes every message send_message sends with `tag` on `comm` (from `source`, or anyone) and
   // hands each whole to `on_message`, in the order they came. A message longer than `max_bytes`
-  // is refused before anything is allocated for it: on_message gets its error. Frames and
-  // continuations are probed before they are received (an MPI_Improbe per round), so a longer
-  // one than a frame may be, or than its frame announced, is refused, not written past a buffer.
+  // is refused before anything is allocated for it: on_message gets its error. A frame longer
+  // than a frame may be, or a continuation longer than its frame announced, is refused naming the
+  // sender, never written past a buffer (comm/mpi_message_frame.h says how).
   void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
 
   // Takes every message of `tag` on `comm` (from `source`, or anyone), sent by plain sends of

@@ -70,16 +70,32 @@ class MpiProgressEngine::Impl {
     Clock::time_point since;
     std::chrono::microseconds yield_after_traffic{0};  // its client's
   };
-  // A message a listener has begun to receive (its frame matched by a probe); handed over in the
-  // order the frames came.
   static Entry make_entry(ClientId client, MpiOperation op, Done done, std::shared_ptr<const void> keep,
                           std::chrono::microseconds yield_after_traffic) {
     return Entry{client, std::move(op), std::move(done), std::move(keep), Clock::now(), yield_after_traffic};
   }
+  // A buffer for a standing receive of a frame whose last byte is the last of its mapping, an
+  // inaccessible page after it: Open MPI 4.1's single-copy (CMA) read of a longer message, which
+  // ignores the receive's length, stops there (the read fails, and MPI completes the receive as
+  // an error) instead of writing past the buffer (comm/mpi_message_frame.h).
+  class GuardedFrame {
+   public:
+    GuardedFrame();
+    ~GuardedFrame();
+    GuardedFrame(const GuardedFrame&) = delete;
+    GuardedFrame& operator=(const GuardedFrame&) = delete;
+    uint64_t* data() const { return frame_; }
+
+   private:
+    void* mapping_ = nullptr;
+    size_t mapped_ = 0;
+    uint64_t* frame_ = nullptr;
+  };
+  // A message a listener has begun to receive (its frame came); handed over in the order the
+  // frames came.
   struct Incoming {
     MpiMessage message;
-    bool framed = false;       // its frame has been received and read
-    bool continued = false;    // its continuation is still to come (probed for: Listener::probe_rest)
+    bool continued = false;    // its continuation is still to come (probed for: probe_rest)
     bool discard = false;      // refused: its continuation is taken into nothing
     size_t rest = 0;           // the continuation's length, as the frame announced it
     size_t inline_bytes = 0;   // message bytes the frame held
@@ -92,8 +108,10 @@ class MpiProgressEngine::Impl {
     size_t max_bytes = 0;
     OnMessage on_message;
     std::chrono::microseconds yield_after_traffic{0};  // its client's
+    GuardedFrame frame;  // the standing receive's buffer
     std::deque<std::shared_ptr<Incoming>> incoming;  // the driver's
-    std::atomic<bool> dropped{false};  // its client was cancelled: no more messages are taken
+    bool continuing = false;  // in continuing_: a continuation of its messages is awaited
+    bool dropped = false;  // its client was cancelled: its receive is not posted again
   };
   // A probe_listen: probed every round.
   struct Prober {
@@ -140,13 +158,13 @@ class MpiProgressEngine::Impl {
   // tested, completions run; then how to pace.
   Pace round();
   void adopt();                                      // drive_mu_ held
-  // Probes each listener for frames, and for the continuations its frames announced, and starts
-  // their receives; whether any came (drive_mu_ held).
-  bool probe_listeners();
-  // A listener's frame was received into `in`'s words (driving thread): the message is complete,
-  // or its continuation is waited for.
-  void on_frame(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in, const MPI_Status& status,
-                int error);
+  // Posts the listener's standing receive of a frame (any thread).
+  void post_frame(const std::shared_ptr<Listener>& l);
+  // A frame came (driving thread): the message is complete, or its continuation is awaited.
+  void on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error);
+  // Probes for the continuations the listeners' frames announced, and starts their receives;
+  // whether any came (drive_mu_ held). Nothing to do, and no MPI call, while none is awaited.
+  bool probe_continuations();
   // Probes for the continuation of `in`; whether it came.
   bool probe_rest(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in);
   bool test(std::vector<Completed>& completed);  // drive_mu_ held
@@ -177,8 +195,7 @@ class MpiProgressEngine::Impl {
   std::vector<std::pair<MPI_Request, Entry>> inbox_;  // tracked, not adopted yet
   std::vector<Expected> expected_inbox_;  // irecv_probed's, not adopted yet
   std::vector<std::shared_ptr<Listener>> listeners_;
-  std::atomic<bool> listeners_changed_{false};  // listeners_ changed since the driver copied it
-  std::vector<std::shared_ptr<Listener>> listening_;  // the driver's copy of listeners_
+  std::vector<std::shared_ptr<Listener>> continuing_;  // the driver's: listeners awaiting a continuation
   std::vector<std::shared_ptr<Prober>> probers_;
   std::atomic<bool> probers_changed_{false};  // probers_ changed since the driver copied it
   std::vector<std::shared_ptr<Prober>> probing_;  // the driver's copy of probers_

@@ -1,16 +1,39 @@
 // Messages of any length for the engine's listeners (comm/mpi_message_frame.h): the sender frames
-// them, and a listener's standing receive takes each frame, checks its length against the
-// listener's limit, receives the rest on the continuation tag, and hands the messages over in the
-// order their frames came. And messages of any length for probe_listen: probed, their length
-// checked, then received into a buffer of exactly that length.
+// them, and a listener's standing receive (into a buffer that ends at a guard page) takes each
+// frame, checks its length against the listener's limit, probes for the rest on the continuation
+// tag and receives it if it has the announced length, and hands the messages over in the order
+// their frames came. Messages of any length for probe_listen: probed, their length checked, then
+// received into a buffer of exactly that length. And irecv_probed's receives of a known length.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <iterator>
 
 #include "comm/mpi_message_frame.h"
 #include "comm/mpi_progress_engine_impl.h"
+#include "runtime/error.h"
 
 namespace weft {
+
+MpiProgressEngine::Impl::GuardedFrame::GuardedFrame() {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t data = (mpi_frame::kFrameBytes + page - 1) / page * page;
+  mapped_ = data + page;
+  mapping_ = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping_ == MAP_FAILED) throw Internal("[mpi] cannot map a listener's frame buffer: " + std::string(std::strerror(errno)));
+  char* guard = static_cast<char*>(mapping_) + data;
+  if (::mprotect(guard, page, PROT_NONE) != 0) {
+    const int e = errno;
+    ::munmap(mapping_, mapped_);
+    throw Internal("[mpi] cannot protect a listener's frame buffer: " + std::string(std::strerror(e)));
+  }
+  frame_ = reinterpret_cast<uint64_t*>(guard - mpi_frame::kFrameBytes);
+}
+
+MpiProgressEngine::Impl::GuardedFrame::~GuardedFrame() { ::munmap(mapping_, mapped_); }
 
 void MpiProgressEngine::Impl::listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
                                      OnMessage on_message) {
@@ -26,10 +49,24 @@ void MpiProgressEngine::Impl::listen(ClientId client, MPI_Comm comm, int tag, in
   {
     std::lock_guard lock(mu_);
     l->yield_after_traffic = clients_[static_cast<size_t>(client)].yield_after_traffic;
-    listeners_.push_back(std::move(l));
-    listeners_changed_ = true;
+    listeners_.push_back(l);
   }
-  wake();
+  post_frame(l);
+}
+
+void MpiProgressEngine::Impl::post_frame(const std::shared_ptr<Listener>& l) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = MPI_Irecv(l->frame.data(), static_cast<int>(mpi_frame::kFrameBytes), MPI_BYTE, l->source, l->tag,
+                           l->comm, &r);
+  if (rc != MPI_SUCCESS) {
+    MpiMessage m;
+    m.tag = l->tag;
+    m.error = "cannot post the receive of messages: " + mpi_error_string(rc);
+    l->on_message(std::move(m));
+    return;
+  }
+  track(l->client, r, {.kind = "message recv", .peer = l->source, .tag = l->tag, .standing = true},
+        [this, l](const MPI_Status& status, int error) { on_frame(l, status, error); }, l);
 }
 
 namespace {
@@ -51,117 +88,69 @@ int probed_count(const MPI_Status& status) {
 
 }  // namespace
 
-bool MpiProgressEngine::Impl::probe_listeners() {
-  if (listeners_changed_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(mu_);
-    listening_ = listeners_;
-    listeners_changed_ = false;
-  }
-  bool any = false;
-  for (const std::shared_ptr<Listener>& l : listening_) {
-    if (l->dropped) continue;
-    // Continuations first: a source's continuations come in the order of its frames, so each is
-    // probed for only once every earlier frame of its source has been read and matched.
-    if (!l->incoming.empty()) {
-      int blocked[8];
-      size_t n_blocked = 0;
-      bool overflow = false;
-      for (const std::shared_ptr<Incoming>& in : l->incoming) {
-        if (in->complete) continue;
-        const int src = in->message.source;
-        if (std::find(blocked, blocked + n_blocked, src) != blocked + n_blocked || overflow) continue;
-        if (n_blocked < std::size(blocked))
-          blocked[n_blocked++] = src;
-        else
-          overflow = true;  // the rest wait for a later round
-        if (in->framed && in->continued) any |= probe_rest(l, in);
-      }
-    }
-    // A few frames per round: a burst is taken quickly, and one sender cannot hold the round.
-    for (int k = 0; k < 16 && !l->dropped; ++k) {
-      int flag = 0;
-      MPI_Message message = MPI_MESSAGE_NULL;
-      MPI_Status status;
-      if (MPI_Improbe(l->source, l->tag, l->comm, &flag, &message, &status) != MPI_SUCCESS || !flag) break;
-      any = true;
-      const int count = probed_count(status);
-      auto in = std::make_shared<Incoming>();
-      in->message.source = status.MPI_SOURCE;
-      in->message.tag = l->tag;
-      l->incoming.push_back(in);
-      if (count < 0 || static_cast<size_t>(count) > mpi_frame::kFrameBytes) {
-        // Longer than a frame may be: refused unread (its continuation, if it announced one,
-        // cannot be known, and stays in MPI's queue; the sender is broken).
-        if (MPI_Request r = take_into_nothing(message); r != MPI_REQUEST_NULL)
-          add_to_table(
-              r, make_entry(
-                     l->client, MpiOperation{.kind = "refused message recv", .peer = in->message.source, .tag = l->tag},
-                     [](const MPI_Status&, int) {}, nullptr, l->yield_after_traffic));
-        in->message.error = "a frame of " +
-                            (count < 0 ? std::string("unknown length") : std::to_string(count) + " bytes") +
-                            ", longer than a frame may be (" + std::to_string(mpi_frame::kFrameBytes) + ")";
-        in->complete = true;
-        deliver_in_order(*l);
-        continue;
-      }
-      in->message.words.resize((static_cast<size_t>(count) + 7) / 8);
-      MPI_Request r = MPI_REQUEST_NULL;
-      const int rc = MPI_Imrecv(in->message.words.data(), count, MPI_BYTE, &message, &r);
-      if (rc != MPI_SUCCESS) {
-        in->message.error = "a frame that could not be received: " + mpi_error_string(rc);
-        in->message.words.clear();
-        in->complete = true;
-        deliver_in_order(*l);
-        continue;
-      }
-      add_to_table(r, make_entry(
-                          l->client,
-                          MpiOperation{.kind = "message recv",
-                                       .peer = in->message.source,
-                                       .tag = l->tag,
-                                       .bytes = static_cast<uint64_t>(count)},
-                          [this, l, in](const MPI_Status& st, int error) { on_frame(l, in, st, error); }, in,
-                          l->yield_after_traffic));
-    }
-  }
-  return any;
-}
-
-void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in,
-                                       const MPI_Status& status, int error) {
-  in->framed = true;
+void MpiProgressEngine::Impl::on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error) {
+  auto in = std::make_shared<Incoming>();
+  in->message.source = status.MPI_SOURCE;
+  in->message.tag = l->tag;
+  l->incoming.push_back(in);
   int received = 0;
   if (error == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &received);
-  const size_t got = static_cast<size_t>(std::max(received, 0));
-  const uint64_t length = got >= mpi_frame::kLengthBytes ? in->message.words[0] : 0;
+  // A frame longer than kFrameBytes completes as an error (MPI_ERR_TRUNCATE; on the single-copy
+  // path the read stopped at the guard page): the sender is named, as for any damaged frame.
   const mpi_frame::FrameInfo f =
       error != MPI_SUCCESS
-          ? mpi_frame::FrameInfo{.error = "a frame that could not be received: " + mpi_error_string(error)}
-          : mpi_frame::read_frame(got, length, l->max_bytes);
-  std::vector<uint64_t>& words = in->message.words;
+          ? mpi_frame::FrameInfo{.error = "a frame that could not be received (longer than " +
+                                          std::to_string(mpi_frame::kFrameBytes) +
+                                          " bytes, or damaged): " + mpi_error_string(error)}
+          : mpi_frame::read_frame(static_cast<size_t>(std::max(received, 0)), l->frame.data()[0], l->max_bytes);
   if (!f.error.empty()) {
     in->message.error = f.error;
-    words.clear();
     // A refused message's continuation is taken into nothing when it comes, so that it does not
     // wait in MPI's queue forever (nor pass for a later message's).
     in->continued = in->discard = f.continued && error == MPI_SUCCESS;
     in->complete = !in->continued;
   } else {
     in->message.bytes = static_cast<size_t>(f.length);
-    if (!f.continued) {
-      words.erase(words.begin());  // the length field; the rest is the message, 8-byte aligned
-      words.resize((in->message.bytes + 7) / 8);
-      in->complete = true;
-    } else {
-      std::vector<uint64_t> all((in->message.bytes + 7) / 8);
-      std::memcpy(all.data(), words.data() + 1, f.inline_bytes);
-      words = std::move(all);
+    in->message.words.resize((in->message.bytes + 7) / 8);
+    if (f.inline_bytes) std::memcpy(in->message.words.data(), l->frame.data() + 1, f.inline_bytes);
+    if (f.continued) {
       in->inline_bytes = f.inline_bytes;
       in->rest = static_cast<size_t>(f.length) - f.inline_bytes;
       in->continued = true;
+    } else {
+      in->complete = true;
     }
   }
+  if (in->continued && !l->continuing) {
+    l->continuing = true;
+    continuing_.push_back(l);
+  }
   deliver_in_order(*l);
+  if (!l->dropped) post_frame(l);
+}
+
+bool MpiProgressEngine::Impl::probe_continuations() {
+  if (continuing_.empty()) return false;  // the usual case
+  bool any = false;
+  for (const std::shared_ptr<Listener>& l : continuing_) {
+    // A source's continuations come in the order of its frames: each source's earliest awaited
+    // one is probed for, the later ones once it has been matched.
+    int sources[8];
+    size_t n_sources = 0;
+    bool awaited = false;
+    for (const std::shared_ptr<Incoming>& in : l->incoming) {
+      if (!in->continued) continue;
+      awaited = true;
+      const int src = in->message.source;
+      if (std::find(sources, sources + n_sources, src) != sources + n_sources) continue;
+      if (n_sources == std::size(sources)) break;  // the rest in a later round
+      sources[n_sources++] = src;
+      any |= probe_rest(l, in);
+    }
+    l->continuing = awaited && !l->dropped;
+  }
+  std::erase_if(continuing_, [](const std::shared_ptr<Listener>& l) { return !l->continuing; });
+  return any;
 }
 
 bool MpiProgressEngine::Impl::probe_rest(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in) {

@@ -288,7 +288,7 @@ void MpiRendezvous::Impl::cleanup_step(int64_t step_id) {
 void MpiRendezvous::Impl::listen_for_headers() {
   // Probed, not a standing receive: a header's length is checked before a byte of it is written
   // (a longer message would overrun a fixed receive on Open MPI's single-copy path). Payloads,
-  // whose length a checked header has fixed, are received without a probe.
+  // whose length a checked header has fixed, are probed too (irecv_probed), only while awaited.
   engine_.probe_listen(client_, comm_, kMpiRendezvousHeaderTag, MPI_ANY_SOURCE, options_.max_header_bytes,
                        {.kind = "header recv", .tag = kMpiRendezvousHeaderTag},
                        [this](MpiMessage message) { on_header(message); });

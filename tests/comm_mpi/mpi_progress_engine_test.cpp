@@ -165,9 +165,10 @@ TEST(MpiProgressEngine, DamagedFramesAreErrorsNamingTheSender) {
   engine.cancel_client(client, std::chrono::milliseconds(100));
 }
 
-// Longer than a frame may be, and a continuation longer than its frame announced: before frames
-// and continuations were probed, Open MPI 4.1's single-copy path wrote both past the end of the
-// posted receive (comm/mpi_message_frame.h); AddressSanitizer watches this test in the gate.
+// Longer than a frame may be, and a continuation longer than its frame announced: Open MPI 4.1's
+// single-copy path used to write both past the end of the posted receive; now the frame's buffer
+// ends at a guard page and continuations are probed (comm/mpi_message_frame.h). AddressSanitizer
+// watches this test in the gate.
 TEST(MpiProgressEngine, OverlongFramesAndContinuationsAreRefusedUnreadNamingTheSender) {
   MpiProgressEngine& engine = MpiProgressEngine::process();
   const MPI_Comm comm = fresh_comm();
@@ -187,7 +188,8 @@ TEST(MpiProgressEngine, OverlongFramesAndContinuationsAreRefusedUnreadNamingTheS
   MPI_Isend(overlong.data(), kLong, MPI_BYTE, to, kTag, comm, &r[0]);
   MPI_Isend(frame.data(), static_cast<int>(mpi_frame::kFrameBytes), MPI_BYTE, to, kTag, comm, &r[1]);
   MPI_Isend(long_rest.data(), kLong, MPI_BYTE, to, kTag + mpi_frame::kContinuationTagOffset, comm, &r[2]);
-  for (const std::string want : {"a frame of " + std::to_string(kLong) + " bytes, longer than a frame may be",
+  for (const std::string want : {"a frame that could not be received (longer than " +
+                                     std::to_string(mpi_frame::kFrameBytes) + " bytes, or damaged)",
                                  "a continuation of " + std::to_string(kLong) + " bytes, where its frame announced 100"}) {
     MpiMessage m = inbox.next();
     EXPECT_EQ(m.source, from);
