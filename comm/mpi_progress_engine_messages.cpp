@@ -135,18 +135,21 @@ bool MpiProgressEngine::Impl::probe_continuations() {
   for (const std::shared_ptr<Listener>& l : continuing_) {
     // A source's continuations come in the order of its frames: each source's earliest awaited
     // one is probed for, the later ones once it has been matched.
+    // (Collected first: a probe that completes a message hands it over, which changes `incoming`.)
     int sources[8];
-    size_t n_sources = 0;
+    std::shared_ptr<Incoming> first[8];
+    size_t n = 0;
     bool awaited = false;
     for (const std::shared_ptr<Incoming>& in : l->incoming) {
       if (!in->continued) continue;
       awaited = true;
       const int src = in->message.source;
-      if (std::find(sources, sources + n_sources, src) != sources + n_sources) continue;
-      if (n_sources == std::size(sources)) break;  // the rest in a later round
-      sources[n_sources++] = src;
-      any |= probe_rest(l, in);
+      if (std::find(sources, sources + n, src) != sources + n) continue;
+      if (n == std::size(sources)) break;  // the rest in a later round
+      sources[n] = src;
+      first[n++] = in;
     }
+    for (size_t i = 0; i < n; ++i) any |= probe_rest(l, first[i]);
     l->continuing = awaited && !l->dropped;
   }
   std::erase_if(continuing_, [](const std::shared_ptr<Listener>& l) { return !l->continuing; });
@@ -228,14 +231,18 @@ bool MpiProgressEngine::Impl::probe_expected(std::vector<Completed>& completed) 
   bool any = false;
   std::lock_guard lock(table_mu_);
   size_t w = 0;
+  const Expected* missed = nullptr;  // the last one whose message has not come
   for (size_t i = 0; i < expected_.size(); ++i) {
     Expected& x = expected_[i];
-    // In the order they were asked for: a payload's messages share a tag and come in order.
+    // In the order they were asked for: a payload's messages share a tag and come in order, so
+    // after one of them is not there, the rest of that payload's (asked for next) are not either.
+    const bool same_as_missed = missed && missed->peer == x.peer && missed->tag == x.tag && missed->comm == x.comm;
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
-    if (MPI_Improbe(x.peer, x.tag, x.comm, &flag, &message, &status) != MPI_SUCCESS || !flag) {
+    if (same_as_missed || MPI_Improbe(x.peer, x.tag, x.comm, &flag, &message, &status) != MPI_SUCCESS || !flag) {
       if (w != i) expected_[w] = std::move(x);
+      missed = &expected_[w];
       ++w;
       continue;
     }

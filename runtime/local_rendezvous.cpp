@@ -63,11 +63,11 @@ void LocalRendezvous::send(const RendezvousKey& key, Tensor value, bool is_dead)
   deliver(done, nullptr, std::move(value), is_dead);
 }
 
-void LocalRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) { recv(key, nullptr, std::move(done)); }
+void LocalRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) { recv_with(key, nullptr, std::move(done)); }
 
 void LocalRendezvous::recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected,
                                            DoneCallback done) {
-  recv(key, &expected, std::move(done));
+  recv_with(key, &expected, std::move(done));
 }
 
 bool LocalRendezvous::expectation_of(const RendezvousKey& key, RecvExpectation& out) const {
@@ -80,7 +80,7 @@ bool LocalRendezvous::expectation_of(const RendezvousKey& key, RecvExpectation& 
   return true;
 }
 
-void LocalRendezvous::recv(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done) {
+void LocalRendezvous::recv_with(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done) {
   const KeyRef ref{&key, RendezvousKeyHash()(key)};
   Shard& s = shard_of(ref.hash);
   std::exception_ptr error;

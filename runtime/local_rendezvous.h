@@ -89,7 +89,7 @@ class LocalRendezvous final : public Rendezvous {
 
   Shard& shard_of(size_t hash) { return shards_[(hash >> 7) % kShards]; }
   const Shard& shard_of(size_t hash) const { return shards_[(hash >> 7) % kShards]; }
-  void recv(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done);
+  void recv_with(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done);
   // The abort error that applies to `step_id` in this shard, or null; call with the shard locked.
   static const std::exception_ptr* abort_error(const Shard& s, int64_t step_id);
 
