@@ -26,8 +26,9 @@
 // writing nothing.
 //
 // Why not probe frames too: an MPI_Improbe per round in place of the standing receive made the
-// cluster's null step about 40% slower here (26 -> 37 us, 4 ranks on 2 cores), though an idle
-// probe costs only ~100 ns: the standing receive takes a message as MPI's progress delivers it.
+// cluster's null step about half again as slow here (24 -> 37 us, bench_distributed, 4 ranks on 2
+// cores). Not the probe's own cost (~100 ns idle; two more idle probes per round changed nothing);
+// the cause was not found. The guard page costs nothing per round or per message.
 #pragma once
 
 #include <cstddef>
