@@ -296,7 +296,7 @@ void ClusterRuntime::check_stalls(std::chrono::steady_clock::time_point now) {
     }
   }
   for (const auto& [rank, step] : ask)
-    send_request(rank, [step](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setStallReport(step); });
+    send_request(rank, [step = step](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setStallReport(step); });
   for (const std::string& report : print) std::cerr << "weft: [cluster] " + report << std::flush;
 }
 
@@ -377,7 +377,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
       : rt_(rt), handles_(std::move(handles)), tree_(ranks_of(handles_), rt.step_fan_out) {}
   ~Graph() override {
     for (const auto& [rank, handle] : handles_)
-      rt_.send_request(rank, [handle](capnp::MessageBuilder& b) {
+      rt_.send_request(rank, [handle = handle](capnp::MessageBuilder& b) {
         b.initRoot<proto::Request>().initRelease().setHandle(handle);
       });
   }

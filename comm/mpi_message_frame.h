@@ -1,22 +1,34 @@
-// How the MPI progress engine carries messages of any length to a listener without probing:
-// the listener keeps one receive of kFrameBytes posted (a standing receive is tested in the same
-// MPI_Testsome as every other request, where a probe would cost a progress call of its own each
+// How the MPI progress engine carries messages of any length to a listener without probing for
+// each: the listener keeps one receive of kFrameBytes posted (a standing receive is tested in the
+// same MPI_Testsome as every other request, where a probe costs an MPI call of its own each
 // round). A message travels as a frame on its tag: its total length (8 bytes), then as much of it
 // as fits; what does not fit follows as one message on the continuation tag, received straight
 // into the message's buffer once the frame has said how long it is (and the listener has
 // checked that length against its limit, before allocating anything).
 //
-// A known hole: Open MPI 4.1 does not honour truncation on its single-copy (CMA) path. A message
-// longer than the receive posted for it, above the eager limit (4 KiB), is written past the end of
-// the receive's buffer (AddressSanitizer saw it: process_vm_readv into an 8 KiB frame). So a peer
-// that sends a frame longer than kFrameBytes, or a rendezvous payload longer than its header
-// announced, can overwrite memory here; a well-formed sender never does (SECURITY.md: peers are
-// trusted). Where a length is not known for sure it is probed before the receive (the engine's
-// probe_listen, for the rendezvous's tensor headers; start-up's device reports); frames and
-// payloads keep their fixed receives, the fast path. A refused message's
-// continuation is taken into a null buffer of no bytes: there Open MPI's single-copy read fails
-// ("Read -1, expected N, errno = 14" on stderr) and the receive completes as an error, writing
-// nothing.
+// What a longer message than announced does. Open MPI 4.1 does not honour truncation on its
+// single-copy (CMA) path: a message longer than the receive posted for it, above the eager limit
+// (4 KiB), is read with process_vm_readv for its whole length into the receive's buffer
+// (AddressSanitizer saw it write past an 8 KiB frame). So:
+// - the standing frame receive's buffer ends where its mapping ends, an inaccessible page after
+//   it (MpiProgressEngine::Impl::GuardedFrame): a longer frame's read fails at the guard ("Read
+//   -1, expected N, errno = 14" on stderr), MPI completes the receive as an error, and the
+//   listener reports a damaged frame naming the sender. (With XPMEM as the single-copy mechanism,
+//   which copies in user space, the copy would fault at the guard instead: a crash, never an
+//   overwrite. The distributions' Open MPI uses CMA.)
+// - a continuation, whose length the frame announced, is received only after MPI_Improbe has
+//   shown it has exactly that length (probed only while one is awaited); another length is taken
+//   into nothing and reported;
+// - rendezvous payloads are received the same way (MpiProgressEngine::irecv_probed), and tensor
+//   headers and start-up device reports by probe_listen.
+// Taking a message "into nothing" is a receive into a null buffer of no bytes: there Open MPI's
+// single-copy read fails too (the same line on stderr) and the receive completes as an error,
+// writing nothing.
+//
+// Why not probe frames too: an MPI_Improbe per round in place of the standing receive made the
+// cluster's null step about half again as slow here (24 -> 37 us, bench_distributed, 4 ranks on 2
+// cores). Not the probe's own cost (~100 ns idle; two more idle probes per round changed nothing);
+// the cause was not found. The guard page costs nothing per round or per message.
 #pragma once
 
 #include <cstddef>

@@ -128,7 +128,9 @@ void MpiProgressEngine::Impl::run() {
     const uint64_t wakes = wakes_;
     ++nappers_;
     nap_cv_.wait_for(lock, pace.nap,
-                     [&] { return stop_ || !inbox_.empty() || expecting_ || lenders_ > 0 || wakes_ != wakes; });
+                     [&] {
+      return stop_ || !inbox_.empty() || !expected_inbox_.empty() || expecting_ || lenders_ > 0 || wakes_ != wakes;
+    });
     --nappers_;
   }
 }
@@ -177,7 +179,9 @@ bool MpiProgressEngine::Impl::drive_until(const std::function<bool()>& done, Clo
     const auto nap = std::min<Clock::duration>(pace.nap, deadline - Clock::now());
     const uint64_t wakes = wakes_;
     ++nappers_;
-    nap_cv_.wait_for(lock, nap, [&] { return stop_ || !inbox_.empty() || expecting_ || wakes_ != wakes; });
+    nap_cv_.wait_for(lock, nap, [&] {
+      return stop_ || !inbox_.empty() || !expected_inbox_.empty() || expecting_ || wakes_ != wakes;
+    });
     --nappers_;
   }
   {
@@ -186,9 +190,8 @@ bool MpiProgressEngine::Impl::drive_until(const std::function<bool()>& done, Clo
     // microseconds, to run a step, and a wake-up costs the step a context switch).
     std::lock_guard lock(mu_);
     --lenders_;
-    const bool waiting = needs_driver_ || std::any_of(inbox_.begin(), inbox_.end(), [](const auto& r) {
-                           return needs_driver(r.second.op);
-                         });
+    const bool waiting = needs_driver_ || !expected_inbox_.empty() ||
+                         std::any_of(inbox_.begin(), inbox_.end(), [](const auto& r) { return needs_driver(r.second.op); });
     if (lenders_ == 0 && standing_by_ && waiting) standby_cv_.notify_all();
   }
   return ok;
@@ -199,7 +202,10 @@ MpiProgressEngine::Impl::Pace MpiProgressEngine::Impl::round() {
   adopt();
   std::vector<Completed>& completed = completed_;  // kept between rounds: no allocation per round
   completed.clear();
-  const bool probed = probe();
+  // Each probe first, so that what they start is tested in this round.
+  bool probed = probe_continuations();
+  probed |= probe();
+  probed |= probe_expected(completed);
   const bool busy = test(completed) || probed;
   for (Completed& c : completed) {
     try {
@@ -225,6 +231,10 @@ MpiProgressEngine::Impl::Pace MpiProgressEngine::Impl::round() {
     needs_driver_now |= needs_driver(e.op);
     yield_for = std::max(yield_for, e.yield_after_traffic);
   }
+  for (const Expected& x : expected_) {  // receives waited for, not posted yet
+    in_flight = needs_driver_now = true;
+    yield_for = std::max(yield_for, x.entry.yield_after_traffic);
+  }
   for (const Completed& c : completed) yield_for = std::max(yield_for, c.yield_after_traffic);
   needs_driver_.store(needs_driver_now, std::memory_order_release);
   const auto now = Clock::now();
@@ -241,6 +251,7 @@ void MpiProgressEngine::Impl::adopt() {
   {
     std::lock_guard lock(mu_);
     adopting_.swap(inbox_);
+    adopting_expected_.swap(expected_inbox_);
     inbox_ready_.store(false, std::memory_order_release);
   }
   std::lock_guard lock(table_mu_);
@@ -249,6 +260,14 @@ void MpiProgressEngine::Impl::adopt() {
     entries_.push_back(std::move(e));
   }
   adopting_.clear();
+  for (Expected& x : adopting_expected_) expected_.push_back(std::move(x));
+  adopting_expected_.clear();
+}
+
+void MpiProgressEngine::Impl::add_to_table(MPI_Request request, Entry entry) {
+  std::lock_guard lock(table_mu_);
+  requests_.push_back(request);
+  entries_.push_back(std::move(entry));
 }
 
 bool MpiProgressEngine::Impl::test(std::vector<Completed>& completed) {
@@ -308,8 +327,11 @@ void MpiProgressEngine::Impl::give_up(ClientId client, std::chrono::milliseconds
     std::erase_if(probers_, [&](const std::shared_ptr<Prober>& p) { return p->client == client; });
     probers_changed_ = true;
   }
+  std::erase_if(continuing_, [&](const std::shared_ptr<Listener>& l) { return l->client == client; });
   adopt();
   std::lock_guard lock(table_mu_);
+  // Receives not posted yet: nothing in MPI to cancel.
+  std::erase_if(expected_, [&](const Expected& x) { return x.entry.client == client; });
   auto mine = [&](size_t i) { return entries_[i].client == client && requests_[i] != MPI_REQUEST_NULL; };
   auto wait_a_little = [&](std::chrono::milliseconds limit) {
     const auto deadline = Clock::now() + limit;
@@ -394,7 +416,9 @@ std::vector<MpiPending> MpiProgressEngine::Impl::pending() const {
       all.push_back({e.since, std::move(p)});
     };
     for (const Entry& e : entries_) add(e);
+    for (const Expected& x : expected_) add(x.entry);
     for (const auto& [r, e] : inbox_) add(e);
+    for (const Expected& x : expected_inbox_) add(x.entry);
   }
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<MpiPending> out;
@@ -474,6 +498,10 @@ int MpiProgressEngine::irecv(ClientId client, void* buffer, int bytes, int peer,
   const int rc = MPI_Irecv(buffer, bytes, MPI_BYTE, peer, tag, comm, &r);
   if (rc == MPI_SUCCESS) impl_->track(client, r, std::move(op), std::move(done), std::move(keep));
   return rc;
+}
+void MpiProgressEngine::irecv_probed(ClientId client, void* buffer, int bytes, int peer, int tag, MPI_Comm comm,
+                                     MpiOperation op, Done done, std::shared_ptr<const void> keep) {
+  impl_->irecv_probed(client, buffer, bytes, peer, tag, comm, std::move(op), std::move(done), std::move(keep));
 }
 void MpiProgressEngine::listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes,
                                OnMessage on_message) {

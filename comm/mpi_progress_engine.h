@@ -12,6 +12,7 @@
 //                [](const MPI_Status&, int error) { ... }, keep_alive);
 //   engine.send_message(client, comm, peer, kTag, bytes, n, keep_alive);    // messages of any length
 //   engine.listen(client, comm, kTag, MPI_ANY_SOURCE, max_bytes, [](MpiMessage m) { ... });
+//   engine.irecv_probed(client, buf, n, peer, tag, comm, {.kind = "payload recv"}, done, keep);  // exactly n
 //   engine.probe_listen(client, comm, kTag, MPI_ANY_SOURCE, max_bytes, op, [](MpiMessage m) { ... });
 //
 // Who drives: the engine's thread, and, in its place, a thread that waits for a completion and
@@ -116,6 +117,16 @@ class MpiProgressEngine {
             Done done, std::shared_ptr<const void> keep = {});
   int irecv(ClientId client, void* buffer, int bytes, int peer, int tag, MPI_Comm comm, MpiOperation op, Done done,
             std::shared_ptr<const void> keep = {});
+  // A receive of a message whose length the caller knows (a payload its checked header
+  // announced), made safe against a longer one: the message is probed (MPI_Improbe, each round
+  // until it comes) and received into `buffer` only when it has exactly `bytes`. One of another
+  // length is taken into nothing, and `done` gets MPI_ERR_TRUNCATE with the probe's status
+  // (MPI_Get_count on it says the length that came). A null `buffer`: the message is taken into
+  // nothing whatever its length (a refused transfer's; `done` as above). A receive posted before
+  // its message came would be overrun by a longer one on Open MPI 4.1's single-copy path
+  // (comm/mpi_message_frame.h). Costs an MPI_Improbe per round while it waits.
+  void irecv_probed(ClientId client, void* buffer, int bytes, int peer, int tag, MPI_Comm comm, MpiOperation op,
+                    Done done, std::shared_ptr<const void> keep = {});
   // Sends `bytes` at `data` to `peer`'s listener on `tag`, as one message of any length (framed:
   // comm/mpi_message_frame.h); `keep` holds the bytes until MPI is done with them. Returns MPI's
   // error code; on an error nothing was sent.
@@ -123,7 +134,9 @@ class MpiProgressEngine {
                    std::shared_ptr<const void> keep, std::string what = {});
   // Takes every message send_message sends with `tag` on `comm` (from `source`, or anyone) and
   // hands each whole to `on_message`, in the order they came. A message longer than `max_bytes`
-  // is refused before anything is allocated for it: on_message gets its error.
+  // is refused before anything is allocated for it: on_message gets its error. A frame longer
+  // than a frame may be, or a continuation longer than its frame announced, is refused naming the
+  // sender, never written past a buffer (comm/mpi_message_frame.h says how).
   void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
 
   // Takes every message of `tag` on `comm` (from `source`, or anyone), sent by plain sends of

@@ -45,6 +45,8 @@ class MpiProgressEngine::Impl {
   ClientId add_client(std::string name, std::chrono::microseconds yield_after_traffic);
   void track(ClientId client, MPI_Request request, MpiOperation op, Done done, std::shared_ptr<const void> keep);
   void listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, OnMessage on_message);
+  void irecv_probed(ClientId client, void* buffer, int bytes, int peer, int tag, MPI_Comm comm, MpiOperation op,
+                    Done done, std::shared_ptr<const void> keep);
   void probe_listen(ClientId client, MPI_Comm comm, int tag, int source, size_t max_bytes, MpiOperation op,
                     OnMessage on_message);
   void cancel_client(ClientId client, std::chrono::milliseconds send_grace);
@@ -68,9 +70,35 @@ class MpiProgressEngine::Impl {
     Clock::time_point since;
     std::chrono::microseconds yield_after_traffic{0};  // its client's
   };
-  // A message a listener has begun to receive; handed over in the order the frames came.
+  static Entry make_entry(ClientId client, MpiOperation op, Done done, std::shared_ptr<const void> keep,
+                          std::chrono::microseconds yield_after_traffic) {
+    return Entry{client, std::move(op), std::move(done), std::move(keep), Clock::now(), yield_after_traffic};
+  }
+  // A buffer for a standing receive of a frame whose last byte is the last of its mapping, an
+  // inaccessible page after it: Open MPI 4.1's single-copy (CMA) read of a longer message, which
+  // ignores the receive's length, stops there (the read fails, and MPI completes the receive as
+  // an error) instead of writing past the buffer (comm/mpi_message_frame.h).
+  class GuardedFrame {
+   public:
+    GuardedFrame();
+    ~GuardedFrame();
+    GuardedFrame(const GuardedFrame&) = delete;
+    GuardedFrame& operator=(const GuardedFrame&) = delete;
+    uint64_t* data() const { return frame_; }
+
+   private:
+    void* mapping_ = nullptr;
+    size_t mapped_ = 0;
+    uint64_t* frame_ = nullptr;
+  };
+  // A message a listener has begun to receive (its frame came); handed over in the order the
+  // frames came.
   struct Incoming {
     MpiMessage message;
+    bool continued = false;    // its continuation is still to come (probed for: probe_rest)
+    bool discard = false;      // refused: its continuation is taken into nothing
+    size_t rest = 0;           // the continuation's length, as the frame announced it
+    size_t inline_bytes = 0;   // message bytes the frame held
     bool complete = false;
   };
   struct Listener {
@@ -79,8 +107,10 @@ class MpiProgressEngine::Impl {
     int tag = 0, source = MPI_ANY_SOURCE;
     size_t max_bytes = 0;
     OnMessage on_message;
-    std::vector<uint64_t> frame;  // the standing receive's buffer
-    std::deque<std::shared_ptr<Incoming>> incoming;
+    std::chrono::microseconds yield_after_traffic{0};  // its client's
+    GuardedFrame frame;  // the standing receive's buffer
+    std::deque<std::shared_ptr<Incoming>> incoming;  // the driver's
+    bool continuing = false;  // in continuing_: a continuation of its messages is awaited
     bool dropped = false;  // its client was cancelled: its receive is not posted again
   };
   // A probe_listen: probed every round.
@@ -92,6 +122,14 @@ class MpiProgressEngine::Impl {
     MpiOperation op;
     OnMessage on_message;
     std::atomic<bool> dropped{false};  // its client was cancelled
+  };
+  // A receive of a known length whose message is probed before it is posted (irecv_probed).
+  struct Expected {
+    void* buffer = nullptr;  // null: taken into nothing
+    int bytes = 0;
+    int peer = 0, tag = 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+    Entry entry;
   };
   struct Completed {
     Done done;
@@ -122,11 +160,22 @@ class MpiProgressEngine::Impl {
   void adopt();                                      // drive_mu_ held
   // Posts the listener's standing receive of a frame (any thread).
   void post_frame(const std::shared_ptr<Listener>& l);
-  // A frame came (driving thread): the message is complete, or its continuation is posted.
+  // A frame came (driving thread): the message is complete, or its continuation is awaited.
   void on_frame(const std::shared_ptr<Listener>& l, const MPI_Status& status, int error);
+  // Probes for the continuations the listeners' frames announced, and starts their receives;
+  // whether any came (drive_mu_ held). Nothing to do, and no MPI call, while none is awaited.
+  bool probe_continuations();
+  // Probes for the continuation of `in`; whether it came.
+  bool probe_rest(const std::shared_ptr<Listener>& l, const std::shared_ptr<Incoming>& in);
   bool test(std::vector<Completed>& completed);  // drive_mu_ held
   // Probes each probe_listen for messages and starts their receives; whether any came (drive_mu_ held).
   bool probe();
+  // Probes for each irecv_probed's message and posts the receives of those that came, or takes
+  // those of the wrong length into nothing (their `done` joins `completed`); whether any came
+  // (drive_mu_ held).
+  bool probe_expected(std::vector<Completed>& completed);
+  // Adds a request the driver started to the table (drive_mu_ held).
+  void add_to_table(MPI_Request request, Entry entry);
   void deliver_in_order(Listener& listener);         // drive_mu_ held
   // Removes the client's entries, cancelling what MPI can (drive_mu_ held).
   void give_up(ClientId client, std::chrono::milliseconds send_grace);
@@ -144,7 +193,9 @@ class MpiProgressEngine::Impl {
   std::atomic<bool> needs_driver_{false};
   std::vector<Client> clients_;
   std::vector<std::pair<MPI_Request, Entry>> inbox_;  // tracked, not adopted yet
+  std::vector<Expected> expected_inbox_;  // irecv_probed's, not adopted yet
   std::vector<std::shared_ptr<Listener>> listeners_;
+  std::vector<std::shared_ptr<Listener>> continuing_;  // the driver's: listeners awaiting a continuation
   std::vector<std::shared_ptr<Prober>> probers_;
   std::atomic<bool> probers_changed_{false};  // probers_ changed since the driver copied it
   std::vector<std::shared_ptr<Prober>> probing_;  // the driver's copy of probers_
@@ -167,10 +218,12 @@ class MpiProgressEngine::Impl {
   ProgressPacer pacer_;  // the driver's
   std::vector<Completed> completed_;  // the driver's
   std::vector<std::pair<MPI_Request, Entry>> adopting_;  // the driver's: the inbox being adopted
+  std::vector<Expected> adopting_expected_;              // the driver's
 
   mutable std::mutex table_mu_;  // guards the table: the driver changes it, pending() reads it
   std::vector<MPI_Request> requests_;
   std::vector<Entry> entries_;  // parallel to requests_
+  std::vector<Expected> expected_;  // irecv_probed's, waiting for their messages
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
 

@@ -39,7 +39,7 @@ class MpiRendezvous::Impl {
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead);
   void deliver_from_peer(int peer, const RendezvousKey& key, Tensor value, bool is_dead);
-  void recv_async(const RendezvousKey& key, DoneCallback done);
+  void recv_async(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done);
   void start_abort(std::exception_ptr error);
   void abort_step(int64_t step_id, std::exception_ptr error);
   void cleanup_step(int64_t step_id);
@@ -74,6 +74,12 @@ class MpiRendezvous::Impl {
   void listen_for_headers();
   void on_header(const MpiMessage& message);
   void on_payload(const TransferPtr& t, const MPI_Status& status, int error, int expected);
+  // A header's dtype and shape against what its waiting recv expects, if one waits and said:
+  // the error naming the key, the peer and both, or null.
+  std::exception_ptr check_expected(int src, const WireHeader& header) const;
+  // Takes a refused transfer's payload messages into nothing, so that none waits in MPI's queue
+  // for a later transfer's receive on the same tag.
+  void drop_payload(int src, const WireHeader& header);
   // A header whose payload comes by the device transport: the transport receives it.
   void receive_device_payload(int src, const WireHeader& header);
   void finish_one(const TransferPtr& t);
@@ -214,7 +220,7 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
   start_send(t);
 }
 
-void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done) {
+void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done) {
   std::exception_ptr error;
   try {
     const auto [src, dst] = ranks_of(key);
@@ -225,7 +231,8 @@ void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, DoneCallback done
     error = std::current_exception();
   }
   if (error) return done(error, Tensor(), false);
-  table_.recv_async(key, std::move(done));
+  if (expected) table_.recv_async_expecting(key, *expected, std::move(done));
+  else table_.recv_async(key, std::move(done));
 }
 
 void MpiRendezvous::Impl::start_abort(std::exception_ptr error) {
@@ -281,7 +288,7 @@ void MpiRendezvous::Impl::cleanup_step(int64_t step_id) {
 void MpiRendezvous::Impl::listen_for_headers() {
   // Probed, not a standing receive: a header's length is checked before a byte of it is written
   // (a longer message would overrun a fixed receive on Open MPI's single-copy path). Payloads,
-  // whose length a checked header has fixed, are received without a probe.
+  // whose length a checked header has fixed, are probed too (irecv_probed), only while awaited.
   engine_.probe_listen(client_, comm_, kMpiRendezvousHeaderTag, MPI_ANY_SOURCE, options_.max_header_bytes,
                        {.kind = "header recv", .tag = kMpiRendezvousHeaderTag},
                        [this](MpiMessage message) { on_header(message); });
@@ -347,12 +354,24 @@ void MpiRendezvous::Impl::on_header(const MpiMessage& message) {
       throw InvalidArgument("key " + key.to_string() + " announces " + std::to_string(t->header.total_bytes) +
                             " bytes, over the limit of " + std::to_string(max_payload_bytes_) +
                             " (MpiRendezvousOptions::max_payload_bytes; by default this machine's memory)");
-    if (t->header.has_value && !t->header.device) t->value = Tensor::empty(t->header.dtype, t->header.shape, cpu_device());
   } catch (const std::exception& e) {
     peer_broken(src, std::string("a damaged header: ") + e.what());
     return;
   }
+  // A well-formed header for a tensor its recv cannot take: the step fails, the stream of
+  // tensors from the peer is still in step (the payload is dropped by length).
+  if (std::exception_ptr refused = check_expected(src, t->header)) {
+    abort_step(t->header.key.step_id, refused);
+    if (t->header.device) return receive_device_payload(src, t->header);  // its link must stay in step
+    return drop_payload(src, t->header);
+  }
   if (t->header.device) return receive_device_payload(src, t->header);
+  try {
+    if (t->header.has_value) t->value = Tensor::empty(t->header.dtype, t->header.shape, cpu_device());
+  } catch (const std::exception& e) {
+    peer_broken(src, "key " + t->header.key.to_string() + ", whose tensor cannot be allocated: " + e.what());
+    return;
+  }
   const uint64_t chunk = t->header.chunk_bytes;
   const uint64_t chunks = (t->header.total_bytes + chunk - 1) / chunk;
   if (chunks == 0) return deliver(t->header.key, std::move(t->value), t->header.is_dead);
@@ -361,30 +380,52 @@ void MpiRendezvous::Impl::on_header(const MpiMessage& message) {
   for (uint64_t k = 0; k < chunks; ++k) {
     const uint64_t off = k * chunk;
     const auto n = static_cast<int>(std::min(chunk, t->header.total_bytes - off));
-    const int rc = engine_.irecv(client_, base + off, n, src, static_cast<int>(t->header.tag), comm_,
-                                 {.kind = "payload recv", .peer = src, .tag = static_cast<int>(t->header.tag),
-                                  .bytes = static_cast<uint64_t>(n), .describe = describe_transfer},
-                                 [this, t, n](const MPI_Status& st, int e) { on_payload(t, st, e, n); }, t);
-    if (rc != MPI_SUCCESS) {
-      t->failed = true;
-      peer_broken(src, "its payload of key " + t->header.key.to_string() + " cannot be received (" +
-                           mpi_error_string(rc) + ")");
-      return;  // the rendezvous is aborted: what was posted completes into a dropped tensor
-    }
+    // Probed before it is received: a message longer than announced is refused, not written past
+    // the tensor's buffer (comm/mpi_message_frame.h).
+    engine_.irecv_probed(client_, base + off, n, src, static_cast<int>(t->header.tag), comm_,
+                         {.kind = "payload recv", .peer = src, .tag = static_cast<int>(t->header.tag),
+                          .bytes = static_cast<uint64_t>(n), .describe = describe_transfer},
+                         [this, t, n](const MPI_Status& st, int e) { on_payload(t, st, e, n); }, t);
   }
 }
 
 void MpiRendezvous::Impl::on_payload(const TransferPtr& t, const MPI_Status& status, int error, int expected) {
-  if (error == MPI_SUCCESS) {
-    // A shorter message than announced completes without an error in MPI: check the count.
-    int got = 0;
-    MPI_Get_count(&status, MPI_BYTE, &got);
-    if (got != expected) error = MPI_ERR_TRUNCATE;
-  }
+  // A message of another length than announced is refused by the probe (MPI_ERR_TRUNCATE, the
+  // status the probe's), and a shorter one would complete without an error: the count says which.
+  int got = -1;
+  if (error == MPI_SUCCESS || error == MPI_ERR_TRUNCATE)
+    if (MPI_Get_count(&status, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED) got = -1;
+  if (error == MPI_SUCCESS && got != expected) error = MPI_ERR_TRUNCATE;
   if (error != MPI_SUCCESS && !t->failed.exchange(true))
     peer_broken(t->peer, "its payload of key " + t->header.key.to_string() + " did not arrive as announced (" +
-                             mpi_error_string(error) + ")");
+                             (got >= 0 && got != expected ? "a message of " + std::to_string(got) +
+                                                                " bytes, where its header announced " +
+                                                                std::to_string(expected)
+                                                          : mpi_error_string(error)) +
+                             ")");
   finish_one(t);
+}
+
+std::exception_ptr MpiRendezvous::Impl::check_expected(int src, const WireHeader& header) const {
+  if (!header.has_value) return nullptr;  // a dead branch's, without a tensor
+  RecvExpectation expected;
+  if (!table_.expectation_of(header.key, expected) || expected.admits(header.dtype, header.shape)) return nullptr;
+  return std::make_exception_ptr(InvalidArgument(
+      where() + "rank " + std::to_string(src) + " announced key " + header.key.to_string() + " as " +
+      std::string(dtype_name(header.dtype)) + header.shape.to_string() + " (" + std::to_string(header.total_bytes) +
+      " bytes), where its Recv expects " + expected.to_string() + "; refused before its bytes were received"));
+}
+
+void MpiRendezvous::Impl::drop_payload(int src, const WireHeader& header) {
+  const uint64_t chunks = mpi_wire::chunk_count(header.total_bytes, header.chunk_bytes);
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const uint64_t off = k * header.chunk_bytes;
+    const auto n = static_cast<int>(std::min(header.chunk_bytes, header.total_bytes - off));
+    engine_.irecv_probed(client_, nullptr, n, src, static_cast<int>(header.tag), comm_,
+                         {.kind = "refused payload recv", .peer = src, .tag = static_cast<int>(header.tag),
+                          .bytes = static_cast<uint64_t>(n)},
+                         [](const MPI_Status&, int) {});
+  }
 }
 
 void MpiRendezvous::Impl::finish_one(const TransferPtr& t) {
@@ -458,7 +499,10 @@ void MpiRendezvous::deliver_from_peer(int peer, const RendezvousKey& key, Tensor
   impl_->deliver_from_peer(peer, key, std::move(value), is_dead);
 }
 void MpiRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) {
-  impl_->recv_async(key, std::move(done));
+  impl_->recv_async(key, nullptr, std::move(done));
+}
+void MpiRendezvous::recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) {
+  impl_->recv_async(key, &expected, std::move(done));
 }
 void MpiRendezvous::start_abort(std::exception_ptr error) { impl_->start_abort(std::move(error)); }
 void MpiRendezvous::abort_step(int64_t step_id, std::exception_ptr error) {

@@ -10,8 +10,9 @@
 // Matching is by key, whatever order sends and recvs come in on either side: a send to another
 // rank first sends a small header (the key, dtype, shape and the tag its payload will use), then
 // the payload straight from the tensor's buffer (no copy); the receiver's progress engine reads
-// headers from any rank and posts the payload's receive into a new tensor of the announced dtype
-// and shape. Payloads above MPI's count limit (2^31 - 1 elements of a datatype) travel in several
+// headers from any rank, checks each against its waiting recv's dtype and shape where the recv
+// said them (recv_async_expecting), and receives the payload into a new tensor of the announced
+// dtype and shape once a probe has shown it has the announced length. Payloads above MPI's count limit (2^31 - 1 elements of a datatype) travel in several
 // messages. The rendezvous is a client of the process's MPI progress engine
 // (comm/mpi_progress_engine.h): a send's MPI_Isend calls are made by the thread that sends
 // (outside the rendezvous's lock), so the tensor is on the wire at once, even when the engine's
@@ -76,6 +77,10 @@ class MpiRendezvous final : public Rendezvous {
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
   void recv_async(const RendezvousKey& key, DoneCallback done) override;
+  // A header from a peer that `expected` cannot admit fails the key's step before the payload's
+  // receive is posted or its buffer allocated (with a device transport, the transport still
+  // receives it, into a tensor dropped, to keep its link in step).
+  void recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) override;
   void start_abort(std::exception_ptr error) override;
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;

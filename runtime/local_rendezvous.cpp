@@ -63,7 +63,24 @@ void LocalRendezvous::send(const RendezvousKey& key, Tensor value, bool is_dead)
   deliver(done, nullptr, std::move(value), is_dead);
 }
 
-void LocalRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) {
+void LocalRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) { recv_with(key, nullptr, std::move(done)); }
+
+void LocalRendezvous::recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected,
+                                           DoneCallback done) {
+  recv_with(key, &expected, std::move(done));
+}
+
+bool LocalRendezvous::expectation_of(const RendezvousKey& key, RecvExpectation& out) const {
+  const KeyRef ref{&key, RendezvousKeyHash()(key)};
+  const Shard& s = shard_of(ref.hash);
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.items.find(ref);
+  if (it == s.items.end() || it->second.has_value || !it->second.has_expectation) return false;
+  out = it->second.expected;
+  return true;
+}
+
+void LocalRendezvous::recv_with(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done) {
   const KeyRef ref{&key, RendezvousKeyHash()(key)};
   Shard& s = shard_of(ref.hash);
   std::exception_ptr error;
@@ -74,7 +91,12 @@ void LocalRendezvous::recv_async(const RendezvousKey& key, DoneCallback done) {
     if (const std::exception_ptr* aborted = abort_error(s, key.step_id)) {
       error = *aborted;
     } else if (auto it = s.items.find(ref); it == s.items.end()) {
-      s.items.try_emplace(StoredKey{key, ref.hash}).first->second.done = std::move(done);
+      Item& item = s.items.try_emplace(StoredKey{key, ref.hash}).first->second;
+      item.done = std::move(done);
+      if (expected) {
+        item.has_expectation = true;
+        item.expected = *expected;
+      }
       return;
     } else if (!it->second.has_value) {
       error = std::make_exception_ptr(

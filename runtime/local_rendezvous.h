@@ -32,12 +32,17 @@ class LocalRendezvous final : public Rendezvous {
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
   void recv_async(const RendezvousKey& key, DoneCallback done) override;
+  // Keeps `expected` beside the waiting recv, for expectation_of.
+  void recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) override;
   void start_abort(std::exception_ptr error) override;
   void abort_step(int64_t step_id, std::exception_ptr error) override;
   void cleanup_step(int64_t step_id) override;
 
   // Keys with a tensor waiting for its recv or a recv waiting for its tensor.
   size_t pending() const;
+  // What the recv waiting for `key` expects, when one waits and said (recv_async_expecting):
+  // whether it did, and then `out`.
+  bool expectation_of(const RendezvousKey& key, RecvExpectation& out) const;
 
  private:
   // One key's half of the meeting: whichever of send and recv came first.
@@ -46,6 +51,8 @@ class LocalRendezvous final : public Rendezvous {
     bool is_dead = false;
     Tensor value;
     DoneCallback done;
+    bool has_expectation = false;  // a waiting recv's RecvExpectation, in `expected`
+    RecvExpectation expected;
   };
   // A key with its hash, computed once per message and used both to pick the shard and inside
   // the shard's table.
@@ -81,6 +88,8 @@ class LocalRendezvous final : public Rendezvous {
   static constexpr size_t kShards = 16;
 
   Shard& shard_of(size_t hash) { return shards_[(hash >> 7) % kShards]; }
+  const Shard& shard_of(size_t hash) const { return shards_[(hash >> 7) % kShards]; }
+  void recv_with(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done);
   // The abort error that applies to `step_id` in this shard, or null; call with the shard locked.
   static const std::exception_ptr* abort_error(const Shard& s, int64_t step_id);
 

@@ -212,4 +212,13 @@ RendezvousKey rendezvous_key_of(const Attrs& a, int64_t step_id) {
   return k;
 }
 
+bool RecvExpectation::admits(DType d, const Shape& s) const {
+  if (d != dtype || s.rank() != shape.rank()) return false;
+  for (int64_t i = 0; i < shape.rank(); ++i)
+    if (shape[i] >= 0 && shape[i] != s[i]) return false;
+  return true;
+}
+
+std::string RecvExpectation::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+
 }  // namespace weft

@@ -60,6 +60,17 @@ RendezvousKey rendezvous_key_of(const Attrs& transfer_attrs, int64_t step_id);
 // the attributes when the node was made (or loaded), and a kernel runs once per step.
 RendezvousKey rendezvous_key_of_checked_attrs(const Attrs& transfer_attrs, int64_t step_id);
 
+// What a Recv node accepts: its dtype, and its shape with -1 for each dim it does not know.
+struct RecvExpectation {
+  DType dtype = DType::Float32;
+  Shape shape;
+
+  // Whether a tensor of `dtype` and `shape` can be what the Recv expects.
+  bool admits(DType d, const Shape& s) const;
+  // "float32(2, None)"
+  std::string to_string() const;
+};
+
 // Not noexcept on purpose: libstdc++'s hash tables then keep each element's hash, so erasing or
 // rehashing does not hash the key again.
 struct RendezvousKeyHash {
@@ -74,6 +85,16 @@ class Rendezvous {
 
   virtual ~Rendezvous() = default;
 
+  // recv_async for a recv that accepts only what `expected` admits. A rendezvous that brings
+  // tensors from other processes refuses one announced with a dtype or shape that cannot match
+  // before it receives the tensor's bytes or allocates them, failing the key's step with an error
+  // naming the key, the peer, what was announced and what the recv expects; one announced before
+  // the recv came is checked by the recv when they meet. By default the same as recv_async (a
+  // recv still checks what it gets).
+  virtual void recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) {
+    (void)expected;
+    recv_async(key, std::move(done));
+  }
   // Hands `value` to the recv of `key`, now or when it comes. Never blocks. Throws the abort error
   // when the rendezvous or the key's step was aborted, and Internal when `key` was already sent
   // and not yet received.

@@ -64,6 +64,9 @@ class StepRendezvous final : public Rendezvous {
 
   void send(const RendezvousKey& key, Tensor value, bool is_dead = false) override;
   void recv_async(const RendezvousKey& key, DoneCallback done) override { base_.recv_async(key, std::move(done)); }
+  void recv_async_expecting(const RendezvousKey& key, const RecvExpectation& expected, DoneCallback done) override {
+    base_.recv_async_expecting(key, expected, std::move(done));
+  }
   void start_abort(std::exception_ptr error) override { base_.start_abort(std::move(error)); }
   void abort_step(int64_t step_id, std::exception_ptr error) override { base_.abort_step(step_id, std::move(error)); }
   void cleanup_step(int64_t step_id) override { base_.cleanup_step(step_id); }

@@ -69,17 +69,19 @@ std::optional<uint64_t> static_bytes(const Attrs& attrs) {
   return static_cast<uint64_t>(shape.num_elements()) * dtype_size(attrs.get<DType>("dtype"));
 }
 
+RecvExpectation expectation_of(const Attrs& attrs) {
+  return RecvExpectation{attrs.get<DType>("dtype"), attrs.get<Shape>("shape")};
+}
+
 // A received tensor against what the Recv node declares (its dtype, and its shape where known):
 // a peer's tensor is untrusted, and the kernels after the Recv trust the node's declaration.
+
 std::exception_ptr check_received(const Attrs& attrs, const RendezvousKey& key, const Tensor& value) {
-  const DType dtype = attrs.get<DType>("dtype");
-  const Shape& shape = attrs.get<Shape>("shape");
-  bool fits = value.dtype() == dtype && value.shape().rank() == shape.rank();
-  for (int64_t i = 0; fits && i < shape.rank(); ++i) fits = shape[i] < 0 || shape[i] == value.shape()[i];
-  if (fits) return nullptr;
-  return std::make_exception_ptr(InvalidArgument(
-      "[recv] key " + key.to_string() + " brought " + std::string(dtype_name(value.dtype())) +
-      value.shape().to_string() + ", where the Recv expects " + std::string(dtype_name(dtype)) + shape.to_string()));
+  const RecvExpectation expected = expectation_of(attrs);
+  if (expected.admits(value.dtype(), value.shape())) return nullptr;
+  return std::make_exception_ptr(InvalidArgument("[recv] key " + key.to_string() + " brought " +
+                                                 std::string(dtype_name(value.dtype())) + value.shape().to_string() +
+                                                 ", where the Recv expects " + expected.to_string()));
 }
 
 void recv(KernelContext& ctx, AsyncDone done) {
@@ -89,8 +91,11 @@ void recv(KernelContext& ctx, AsyncDone done) {
   const KernelContext* kernel = &ctx;
   const RendezvousKey key = rendezvous_key_of_checked_attrs(ctx.attrs, ctx.run_context().step_id());
   if (const std::optional<uint64_t> bytes = static_bytes(ctx.attrs)) r.expect_transfer(key, *bytes);
-  r.recv_async(key,
-               [out, here, kernel, key, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
+  // A rendezvous from another process checks a tensor's header against this before receiving
+  // its bytes; the tensor is checked again here, whichever way it came.
+  r.recv_async_expecting(
+      key, expectation_of(ctx.attrs),
+      [out, here, kernel, key, done = std::move(done)](std::exception_ptr error, Tensor value, bool /*is_dead*/) {
                  if (!error && value.defined()) error = check_received(kernel->attrs, key, value);
                  if (error || !value.defined() || readable_on(here, value)) {
                    if (!error) *out = std::move(value);

@@ -8,8 +8,14 @@
 
 // Everything below is compiled for AVX2 and FMA; the standard headers above are not, so no
 // function a baseline caller might share (an inline one of the library) gets the wider code.
+// Clang ignores GCC's target pragma (the fuzz build, scripts/fuzz, is clang's): the same through
+// its attribute pragma.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 
 namespace weft::cpu {
 
@@ -66,4 +72,8 @@ const VectorMathTable* vector_math_avx2() {
 
 }  // namespace weft::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -7,8 +7,14 @@
 #include "kernels/cpu/vector_math_variants.h"
 
 // Everything below is compiled for AVX-512; the standard headers above are not (see _avx2.cpp).
+// Clang ignores GCC's target pragma (the fuzz build, scripts/fuzz, is clang's): the same through
+// its attribute pragma.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
+#endif
 // GCC 12's own _mm512_slli_epi32 starts from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
 // reports once inlined here.
 #pragma GCC diagnostic push
@@ -70,4 +76,8 @@ const VectorMathTable* vector_math_avx512() {
 }  // namespace weft::cpu
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -2,7 +2,8 @@
 // the frame's size arrive whole and in order; one over the listener's limit is refused by name and
 // never allocated, and the next still comes; damaged frames become errors naming the sender; the
 // engine says what is pending, with peer, tag and age; a cancelled client's callbacks never run;
-// drive_until returns when its condition holds and at its deadline otherwise.
+// drive_until returns when its condition holds and at its deadline otherwise; frames,
+// continuations and irecv_probed's messages longer than announced are refused unread.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -135,9 +136,8 @@ TEST(MpiProgressEngine, DamagedFramesAreErrorsNamingTheSender) {
   const int to = (rank() + 1) % size();
   const int from = (rank() + size() - 1) % size();
   // Raw MPI, not send_message: a frame shorter than its length field, a frame whose length
-  // disagrees with its bytes, and a continuation shorter than its frame announced. (Not a frame
-  // longer than a frame may be: Open MPI 4.1 writes such a message past the end of the posted
-  // receive on its single-copy path, see comm/mpi_message_frame.h.)
+  // disagrees with its bytes, and a continuation shorter than its frame announced. (Longer ones:
+  // OverlongFramesAndContinuationsAreRefusedUnreadNamingTheSender.)
   const char three[3] = {1, 2, 3};
   MPI_Send(three, 3, MPI_BYTE, to, kTag, comm);
   const uint64_t lying[2] = {100, 0};
@@ -161,6 +161,105 @@ TEST(MpiProgressEngine, DamagedFramesAreErrorsNamingTheSender) {
   MpiMessage m = inbox.next();
   EXPECT_TRUE(m.error.empty()) << m.error;
   EXPECT_EQ(m.bytes, 10u);
+  barrier();
+  engine.cancel_client(client, std::chrono::milliseconds(100));
+}
+
+// Longer than a frame may be, and a continuation longer than its frame announced: Open MPI 4.1's
+// single-copy path used to write both past the end of the posted receive; now the frame's buffer
+// ends at a guard page and continuations are probed (comm/mpi_message_frame.h). AddressSanitizer
+// watches this test in the gate.
+TEST(MpiProgressEngine, OverlongFramesAndContinuationsAreRefusedUnreadNamingTheSender) {
+  MpiProgressEngine& engine = MpiProgressEngine::process();
+  const MPI_Comm comm = fresh_comm();
+  const auto client = engine.add_client("test overlong");
+  Inbox inbox;
+  engine.listen(client, comm, kTag, MPI_ANY_SOURCE, size_t{1} << 20, [&](MpiMessage m) { inbox.add(std::move(m)); });
+  barrier();
+  const int to = (rank() + 1) % size();
+  const int from = (rank() + size() - 1) % size();
+  constexpr int kLong = 64 << 10;  // far above the eager limit: the single-copy path
+  std::vector<uint64_t> overlong(kLong / sizeof(uint64_t), 0);
+  overlong[0] = 100;  // a plausible length: only the frame's own size is wrong
+  std::vector<uint64_t> frame(mpi_frame::kFrameBytes / sizeof(uint64_t), 0);
+  frame[0] = mpi_frame::kInlineBytes + 100;  // announces a continuation of 100 bytes
+  const std::vector<char> long_rest(kLong, 'r');
+  MPI_Request r[3];
+  MPI_Isend(overlong.data(), kLong, MPI_BYTE, to, kTag, comm, &r[0]);
+  MPI_Isend(frame.data(), static_cast<int>(mpi_frame::kFrameBytes), MPI_BYTE, to, kTag, comm, &r[1]);
+  MPI_Isend(long_rest.data(), kLong, MPI_BYTE, to, kTag + mpi_frame::kContinuationTagOffset, comm, &r[2]);
+  for (const std::string want : {"a frame that could not be received (longer than " +
+                                     std::to_string(mpi_frame::kFrameBytes) + " bytes, or damaged)",
+                                 "a continuation of " + std::to_string(kLong) + " bytes, where its frame announced 100"}) {
+    MpiMessage m = inbox.next();
+    EXPECT_EQ(m.source, from);
+    EXPECT_NE(m.error.find(want), std::string::npos) << m.error;
+    EXPECT_TRUE(m.words.empty());
+  }
+  // Taken into nothing: the sends complete (the receiver's single-copy read of them fails).
+  MPI_Waitall(3, r, MPI_STATUSES_IGNORE);
+  auto ok = std::make_shared<std::vector<char>>(pattern(mpi_frame::kFrameBytes * 2, 4));
+  ASSERT_EQ(engine.send_message(client, comm, to, kTag, ok->data(), ok->size(), ok), MPI_SUCCESS);
+  MpiMessage m = inbox.next();
+  ASSERT_TRUE(m.error.empty()) << m.error;
+  ASSERT_EQ(m.bytes, ok->size());
+  const std::vector<char> want = pattern(mpi_frame::kFrameBytes * 2, 4);
+  EXPECT_EQ(0, std::memcmp(m.words.data(), want.data(), want.size()));
+  barrier();
+  engine.cancel_client(client, std::chrono::milliseconds(100));
+}
+
+// A receive of a known length: the message of exactly that length is received, a longer or a
+// shorter one is refused unread, with its length in the status.
+TEST(MpiProgressEngine, IrecvProbedTakesOnlyTheAnnouncedLength) {
+  MpiProgressEngine& engine = MpiProgressEngine::process();
+  const MPI_Comm comm = fresh_comm();
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const auto client = engine.add_client("test probed");
+  barrier();
+  const int to = (rank() + 1) % size();
+  const int from = (rank() + size() - 1) % size();
+  constexpr int kAnnounced = 8 << 10;
+  const std::vector<int> lengths = {kAnnounced, kAnnounced * 4, 10};
+  std::vector<std::vector<char>> sent;
+  std::vector<MPI_Request> sends(lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    sent.push_back(pattern(static_cast<size_t>(lengths[i]), static_cast<int>(i)));
+    MPI_Isend(sent.back().data(), lengths[i], MPI_BYTE, to, kTag + static_cast<int>(i), comm, &sends[i]);
+  }
+  struct Outcome {
+    int error = -1;
+    int count = -1;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Outcome> outcomes(lengths.size());
+  int done = 0;
+  auto buffer = std::make_shared<std::vector<char>>(kAnnounced + 64, 'z');  // a guard past the announced end
+  for (size_t i = 0; i < lengths.size(); ++i)
+    engine.irecv_probed(client, buffer->data(), kAnnounced, from, kTag + static_cast<int>(i), comm,
+                        {.kind = "test recv", .peer = from}, [&, i](const MPI_Status& st, int error) {
+                          int count = -1;
+                          MPI_Get_count(&st, MPI_BYTE, &count);
+                          std::lock_guard lock(mu);
+                          outcomes[i] = {error, count};
+                          ++done;
+                          cv.notify_all();
+                        }, buffer);
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done == static_cast<int>(lengths.size()); }));
+  }
+  EXPECT_EQ(outcomes[0].error, MPI_SUCCESS);
+  EXPECT_EQ(outcomes[0].count, kAnnounced);
+  for (size_t i = 1; i < lengths.size(); ++i) {
+    EXPECT_EQ(outcomes[i].error, MPI_ERR_TRUNCATE) << "message " << i;
+    EXPECT_EQ(outcomes[i].count, lengths[i]) << "message " << i;
+  }
+  const std::vector<char> want = pattern(kAnnounced, 0);
+  EXPECT_EQ(0, std::memcmp(buffer->data(), want.data(), want.size()));
+  for (size_t i = kAnnounced; i < buffer->size(); ++i) ASSERT_EQ((*buffer)[i], 'z') << "written past the end";
+  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
   barrier();
   engine.cancel_client(client, std::chrono::milliseconds(100));
 }

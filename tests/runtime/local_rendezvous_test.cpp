@@ -325,5 +325,28 @@ TEST(LocalRendezvous, AbortRacingWithTrafficAnswersEveryRecvOnce) {
   EXPECT_EQ(rdv.pending(), 0u);
 }
 
+// What a waiting recv said it expects is there for a rendezvous from another process to read
+// before it receives a tensor's bytes (comm/mpi_rendezvous.cpp), and only while the recv waits.
+TEST(LocalRendezvous, AWaitingRecvsExpectationIsReadableUntilItsTensorComes) {
+  LocalRendezvous rdv;
+  Outcome expecting, plain;
+  rdv.recv_async_expecting(key("e:0"), {DType::Float32, Shape{-1, 3}}, expecting.callback());
+  rdv.recv_async(key("p:0"), plain.callback());
+  RecvExpectation got;
+  ASSERT_TRUE(rdv.expectation_of(key("e:0"), got));
+  EXPECT_EQ(got.to_string(), "float32(None, 3)");
+  EXPECT_TRUE(got.admits(DType::Float32, Shape{7, 3}));
+  EXPECT_FALSE(got.admits(DType::Float32, Shape{7, 4}));
+  EXPECT_FALSE(got.admits(DType::Int32, Shape{7, 3}));
+  EXPECT_FALSE(got.admits(DType::Float32, Shape{21}));
+  EXPECT_FALSE(rdv.expectation_of(key("p:0"), got)) << "a recv that said nothing";
+  EXPECT_FALSE(rdv.expectation_of(key("none:0"), got)) << "no recv";
+  rdv.send(key("e:0"), floats({1, 2, 3}));
+  EXPECT_EQ(expecting.calls, 1);
+  EXPECT_FALSE(rdv.expectation_of(key("e:0"), got)) << "the recv has its tensor";
+  rdv.send(key("p:0"), floats({1}));
+  EXPECT_EQ(plain.calls, 1);
+}
+
 }  // namespace
 }  // namespace weft
