@@ -33,7 +33,7 @@ FlightHandle FlightRecorder::record_start(FlightEntry e) {
   return {e.seq};
 }
 
-void FlightRecorder::record_end(FlightHandle h, FlightState state, int64_t end_us) {
+void FlightRecorder::record_end(FlightHandle h, FlightState state, int64_t end_us, uint64_t bytes) {
   if (!h || ring_.empty()) return;
   if (end_us == 0) end_us = flight_now_us();
   std::lock_guard lock(mu_);
@@ -42,6 +42,7 @@ void FlightRecorder::record_end(FlightHandle h, FlightState state, int64_t end_u
   if (slot.seq != h.seq || slot.state != FlightState::kPending) return;
   slot.end_us = end_us;
   slot.state = state;
+  if (bytes != 0) slot.bytes = bytes;
 }
 
 void FlightRecorder::record(FlightEntry e) {

@@ -77,9 +77,10 @@ class FlightRecorder {
 
   // Starts an entry: `e`'s seq, end and state are set here; start_us is now unless given.
   FlightHandle record_start(FlightEntry e);
-  // Ends the entry of `h` with `state` at `end_us` (now when 0). Ignored when `h` is empty, its
-  // slot has been reused by a newer entry, or it has ended already.
-  void record_end(FlightHandle h, FlightState state, int64_t end_us = 0);
+  // Ends the entry of `h` with `state` at `end_us` (now when 0); `bytes`, when not 0, replaces
+  // its bytes (a receive learns its size at the end). Ignored when `h` is empty, its slot has
+  // been reused by a newer entry, or it has ended already.
+  void record_end(FlightHandle h, FlightState state, int64_t end_us = 0, uint64_t bytes = 0);
   // Records an entry that has both started and ended (a message a standing receive took).
   void record(FlightEntry e);
 
