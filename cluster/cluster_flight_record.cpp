@@ -80,10 +80,13 @@ std::string ClusterRuntime::write_flight_record(int64_t step_id, const std::stri
   if (flight_files_ >= kMaxFlightRecordFiles) {
     if (!std::exchange(flight_limit_said_, true))
       std::cerr << "weft: flight records: " << kMaxFlightRecordFiles
-                << " written by this process already; no more are written (step " << step_id << " has none)\n";
+                << " tried by this process already; no more are written (step " << step_id << " has none)\n";
     return {};
   }
+  // Counted when tried, not when written: a disk that refuses every file must not make every
+  // later failing step gather the cluster's rings again.
   flight_steps_.insert(step_id);
+  const int index = flight_files_++;
 
   std::map<int, int64_t> sent_us;              // guarded by mu_: the answers' handler reads it
   std::map<int, TaskFlightRecord> answered;    // guarded by mu_
@@ -161,7 +164,7 @@ std::string ClusterRuntime::write_flight_record(int64_t step_id, const std::stri
   }
   const std::string name = "weft_flight_" + file_safe(spec_.task(rank_).job) +
                            (step_id >= 0 ? "_step" + std::to_string(step_id) : std::string("_nostep")) + "_pid" +
-                           std::to_string(::getpid()) + "_" + std::to_string(flight_files_) + ".json";
+                           std::to_string(::getpid()) + "_" + std::to_string(index) + ".json";
   const std::string path = (std::filesystem::path(flight_record_dir()) / name).string();
   try {
     const std::string text = flight_record_to_json(record);
@@ -170,7 +173,6 @@ std::string ClusterRuntime::write_flight_record(int64_t step_id, const std::stri
     std::cerr << "weft: flight record of step " << step_id << " not written: " << e.what() << "\n";
     return {};
   }
-  ++flight_files_;
   std::cerr << "weft: flight record of " << (step_id >= 0 ? "step " + std::to_string(step_id) : std::string("the job"))
             << " written to " << path << "\n"
             << std::flush;

@@ -223,7 +223,7 @@ class ClusterRuntime {
   uint64_t next_flight_id_ = 1;   // guarded by mu_
   std::mutex flight_mu_;          // one flight record written at a time; guards what follows
   std::set<int64_t> flight_steps_;  // steps a record was written for
-  int flight_files_ = 0;
+  int flight_files_ = 0;          // records tried (each may write a file)
   bool flight_limit_said_ = false;
   std::deque<std::pair<int64_t, std::string>> flight_queue_;  // guarded by mu_: for flight_writer_
   std::thread flight_writer_;     // started by the first write_flight_record_soon (under mu_)
