@@ -136,7 +136,7 @@ class MpiProgressEngine::Impl {
   // that took a message is recorded whole here, its wait for whatever comes is not traffic).
   void record_completion(const Entry& e, const MPI_Status& status, int error, int64_t now_us);
 
-  FlightRecorder& flight_ = process_flight_recorder();
+  FlightRecorder& flight_ = process_flight_recorder();  // the process's, never destroyed
 
   mutable std::mutex mu_;  // guards up to drive_mu_
   // Drivers nap on nap_cv_, woken by new work; the engine's thread, standing back for a lender,
