@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -47,6 +48,13 @@ std::string file_safe(std::string_view s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
   return out.substr(0, 64);
+}
+
+// t - offset, saturated: a task's times are its own word, and a damaged one must not overflow.
+int64_t shifted(int64_t t, int64_t offset) {
+  int64_t out;
+  if (!__builtin_sub_overflow(t, offset, &out)) return out;
+  return offset < 0 ? INT64_MAX : INT64_MIN;
 }
 
 }  // namespace
@@ -96,12 +104,12 @@ std::string ClusterRuntime::write_flight_record(int64_t step_id, const std::stri
     TaskFlightRecord t;
     t.rank = rank;
     t.task = task_name(rank);
-    t.clock_offset_us = reply.task_time_us - (sent_us.at(rank) + received_us) / 2;
+    t.clock_offset_us = shifted(reply.task_time_us, sent_us.at(rank) / 2 + received_us / 2);
     t.recorded = reply.flight_recorded;
     t.entries = std::move(reply.flight);
     for (FlightRecordEntry& e : t.entries) {
-      e.start_us -= t.clock_offset_us;
-      if (e.end_us != 0) e.end_us -= t.clock_offset_us;
+      e.start_us = shifted(e.start_us, t.clock_offset_us);
+      if (e.end_us != 0) e.end_us = shifted(e.end_us, t.clock_offset_us);
     }
     answered[rank] = std::move(t);
   };

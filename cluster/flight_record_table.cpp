@@ -11,9 +11,11 @@ namespace weft {
 
 namespace {
 
-std::string ms(int64_t us) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(us) / 1000.0);
+// Milliseconds from `from` to `to`, taken in double: a damaged file's extreme times must not
+// overflow int64.
+std::string ms(int64_t to, int64_t from = 0) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f", (static_cast<double>(to) - static_cast<double>(from)) / 1000.0);
   return buf;
 }
 
@@ -52,7 +54,7 @@ std::string format_flight_record(const FlightRecord& record) {
   std::string out = "flight record of step " + std::to_string(record.step) + " (" + record.reason + "): " +
                     std::to_string(record.tasks.size()) + " task(s), " + std::to_string(rows.size()) +
                     " entries; times in ms from the earliest entry, on the chief's clock; taken at " +
-                    ms(record.chief_time_us - origin) + "\n";
+                    ms(record.chief_time_us, origin) + "\n";
   for (const TaskFlightRecord& t : record.tasks) {
     out += "  rank " + std::to_string(t.rank) + ": " + t.task;
     if (!t.answered) out += "  (did not answer: " + t.why + ")";
@@ -66,11 +68,11 @@ std::string format_flight_record(const FlightRecord& record) {
   for (const Row& r : rows) {
     const FlightRecordEntry& e = *r.entry;
     const bool pending = e.state == "pending";
-    const std::string end = pending ? "-" : ms(e.end_us - origin);
-    const std::string took = pending ? ms(record.chief_time_us - e.start_us) + "+" : ms(e.end_us - e.start_us);
+    const std::string end = pending ? "-" : ms(e.end_us, origin);
+    const std::string took = pending ? ms(record.chief_time_us, e.start_us) + "+" : ms(e.end_us, e.start_us);
     const std::string group = e.group >= 0 ? std::to_string(e.group) + "/" + std::to_string(e.step) : "";
     std::snprintf(line, sizeof line, "%12s %12s %10s %4d %8" PRIu64 "  %-9s %-22s %5s %11d %12" PRIu64 "  %s%s\n",
-                  ms(e.start_us - origin).c_str(), end.c_str(), took.c_str(), r.task->rank, e.seq,
+                  ms(e.start_us, origin).c_str(), end.c_str(), took.c_str(), r.task->rank, e.seq,
                   pending ? "PENDING" : e.state.c_str(), e.kind.c_str(), peer_text(e).c_str(), e.tag, e.bytes,
                   group.c_str(), pending ? "  <-- never finished" : "");
     out += line;
@@ -81,8 +83,8 @@ std::string format_flight_record(const FlightRecord& record) {
     std::string mine;
     for (const FlightRecordEntry& e : t.entries)
       if (e.state == "pending")
-        mine += "    " + describe(e) + ": pending " + ms(record.chief_time_us - e.start_us) + " ms (since " +
-                ms(e.start_us - origin) + ")\n";
+        mine += "    " + describe(e) + ": pending " + ms(record.chief_time_us, e.start_us) + " ms (since " +
+                ms(e.start_us, origin) + ")\n";
     if (!mine.empty()) pending_text += "  rank " + std::to_string(t.rank) + " " + t.task + ":\n" + mine;
   }
   out += pending_text.empty() ? "\nnothing was pending when the record was taken\n"
