@@ -362,6 +362,15 @@ void ClusterRuntime::declare_lost(int rank) {
   if (cancels.empty()) write_flight_record_soon(-1, "task " + task_name(rank) + " is lost (between steps)");
 }
 
+bool ClusterRuntime::flight_record_wanted(const std::exception_ptr& error) {
+  if (!worth_a_flight_record(error)) return false;
+  std::lock_guard lock(mu_);
+  if (!lost_ || error != lost_) return true;
+  // After a loss every step fails with it at once: the first one's record is the one that says
+  // something.
+  return !std::exchange(lost_recorded_, true);
+}
+
 void ClusterRuntime::reset_collectives() {
   if (rank_ != spec_.chief_rank()) throw FailedPrecondition("[cluster] reset_collectives is the chief's to call");
   std::lock_guard serial(reset_mu_);
@@ -484,7 +493,7 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     if (token.second != kNoCancellationToken) token.first->deregister_callback(token.second);
     if (error) {
       // Before the error reaches the user: their program may end at once.
-      if (worth_a_flight_record(error)) rt_.write_flight_record(step_id, "error: " + first_line(error));
+      if (rt_.flight_record_wanted(error)) rt_.write_flight_record(step_id, "error: " + first_line(error));
       std::rethrow_exception(error);
     }
   }

@@ -220,6 +220,10 @@ class ClusterRuntime {
 
   // Chief: flight records (cluster/cluster_flight_record.cpp).
   int lost_rank_ = -1;            // guarded by mu_: the task declared lost
+  bool lost_recorded_ = false;    // guarded by mu_: a step failed by the loss has had its record
+  // Whether a step that failed with `error` gets a flight record: not for the program's own
+  // mistakes (InvalidArgument, NotFound, OutOfRange, Unimplemented), and once for a lost task.
+  bool flight_record_wanted(const std::exception_ptr& error);
   uint64_t next_flight_id_ = 1;   // guarded by mu_
   std::mutex flight_mu_;          // one flight record written at a time; guards what follows
   std::set<int64_t> flight_steps_;  // steps a record was written for
