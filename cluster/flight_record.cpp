@@ -88,7 +88,7 @@ FlightRecordEntry read_entry(const json& e, const std::string& where) {
   FlightRecordEntry out;
   out.seq = unsigned_integer(e, "seq", where);
   out.kind = text(e, "kind", where, kMaxFlightKindLength);
-  out.peer = static_cast<int32_t>(integer(e, "peer", where, -1, INT32_MAX));
+  out.peer = static_cast<int32_t>(integer(e, "peer", where, INT32_MIN, INT32_MAX));
   out.tag = static_cast<int32_t>(integer(e, "tag", where, INT32_MIN, INT32_MAX));
   out.bytes = unsigned_integer(e, "bytes", where);
   out.group = integer(e, "group", where, INT64_MIN, INT64_MAX);
