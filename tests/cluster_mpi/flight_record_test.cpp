@@ -9,9 +9,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/weft/weft.h"
+#include "cluster/cluster_runtime.h"
 #include "cluster/flight_record.h"
 #include "cluster_mpi/test_sleep_op.h"
 #include "temp_dir.h"
@@ -148,6 +150,42 @@ TEST(ClusterFlightRecord, AStepThatFailsWritesARecord) {
   EXPECT_NE(record.reason.find("error: "), std::string::npos) << record.reason;
   EXPECT_EQ(record.tasks.size(), static_cast<size_t>(cluster.num_tasks()));
   std::this_thread::sleep_for(std::chrono::milliseconds(1400));
+}
+
+// A loop of failing steps cannot fill a disk: a process writes at most kMaxFlightRecordFiles
+// records, says once that it stops, and its later failing steps write nothing. (Last in this
+// binary: it uses up the chief's records for the tests after it.)
+TEST(ClusterFlightRecord, ALoopOfFailingStepsWritesABoundedNumberOfRecords) {
+  int argc = 0;
+  char** argv = nullptr;
+  const Cluster cluster = cluster::init(argc, argv);
+  testing::TempDir dir("weft_flight");
+  ::setenv("WEFT_FLIGHT_RECORDER_DIR", dir.path().c_str(), 1);
+  Graph g;
+  Tensor ms, out;
+  {
+    GraphScope scope(g);
+    ms = placeholder(float32, {1}, "ms");
+    DeviceScope on(worker(2));
+    out = testing::test_sleep(ms);
+  }
+  Session sess(g, cluster, {.operation_timeout_ms = 30});
+  constexpr int kSteps = ClusterRuntime::kMaxFlightRecordFiles + 4;
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < kSteps; ++i)
+    EXPECT_THROW((void)sess.run({{ms, constant(std::vector<float>{60.f}, Shape{1})}}, {out}), DeadlineExceeded);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("WEFT_FLIGHT_RECORDER_DIR");
+  const size_t files = files_in(dir.path()).size();
+  EXPECT_GE(files, 1u) << printed;
+  EXPECT_LE(files, static_cast<size_t>(ClusterRuntime::kMaxFlightRecordFiles)) << printed;
+  size_t said = 0;
+  for (size_t at = printed.find("no more are written"); at != std::string::npos;
+       at = printed.find("no more are written", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << printed;
+  // Task 2's sleeps (queued behind one another) end before the binary goes on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(60 * kSteps + 500));
 }
 
 }  // namespace
