@@ -17,6 +17,44 @@
 
 namespace weft {
 
+namespace {
+
+// The first line of an error's message, at most 500 bytes: a flight record's reason.
+std::string first_line(const std::exception_ptr& error) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  return what.substr(0, std::min<size_t>(what.find('\n'), 500));
+}
+
+// Whether a step's error is worth a flight record: not the program's own mistakes (a bad
+// argument, an index out of range, a missing file or kernel), which name their node and user line
+// already and say nothing about transfers; everything else (deadlines and stalls, lost tasks, MPI
+// failures, interrupted collectives, internal errors) may.
+bool worth_a_flight_record(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    switch (e.code()) {
+      case ErrorCode::kInvalidArgument:
+      case ErrorCode::kNotFound:
+      case ErrorCode::kOutOfRange:
+      case ErrorCode::kUnimplemented:
+        return false;
+      default:
+        return true;
+    }
+  } catch (...) {
+    return true;
+  }
+}
+
+}  // namespace
+
 std::chrono::milliseconds liveness_timeout_from(const char* text) {
   const std::chrono::milliseconds t =
       milliseconds_setting("WEFT_LIVENESS_TIMEOUT_MS", text, std::chrono::milliseconds(10000));
@@ -48,7 +86,9 @@ ClusterRuntime::~ClusterRuntime() {
     stopping_ = true;
   }
   watch_cv_.notify_all();
+  cv_.notify_all();  // the flight record writer
   if (watcher_.joinable()) watcher_.join();
+  if (flight_writer_.joinable()) flight_writer_.join();
   channel_.stop_listening(kReplyTag);
   rendezvous_.reset();
 }
@@ -277,6 +317,7 @@ void ClusterRuntime::check_stalls(std::chrono::steady_clock::time_point now) {
   constexpr auto kReportWait = std::chrono::milliseconds(1000);
   std::vector<std::pair<int, int64_t>> ask;  // (rank, step)
   std::vector<std::string> print;
+  std::vector<int64_t> record;  // steps whose flight record is written with their report
   {
     std::lock_guard lock(mu_);
     for (auto& [key, w] : waiters_) {
@@ -292,12 +333,14 @@ void ClusterRuntime::check_stalls(std::chrono::steady_clock::time_point now) {
         w->stall = Waiter::Stall::kPrinted;
         w->stall_report = compose_stall_report_locked(*w, now);
         print.push_back(w->stall_report);
+        record.push_back(w->step_id);
       }
     }
   }
   for (const auto& [rank, step] : ask)
     send_request(rank, [step = step](capnp::MessageBuilder& b) { b.initRoot<proto::Request>().setStallReport(step); });
   for (const std::string& report : print) std::cerr << "weft: [cluster] " + report << std::flush;
+  for (int64_t step : record) write_flight_record_soon(step, "stall warning: the step ran past its stall warning");
 }
 
 std::string ClusterRuntime::compose_stall_report_locked(const Waiter& w, std::chrono::steady_clock::time_point now) {
@@ -319,6 +362,7 @@ void ClusterRuntime::declare_lost(int rank) {
   {
     std::lock_guard lock(mu_);
     if (lost_) return;
+    lost_rank_ = rank;
     lost_ = std::make_exception_ptr(Unavailable(
         "[cluster] task " + task_name(rank) + " (rank " + std::to_string(rank) + ") is lost: it has not answered for " +
         std::to_string(liveness_timeout.count()) + " ms (killed, crashed or out of memory?)"));
@@ -332,6 +376,18 @@ void ClusterRuntime::declare_lost(int rank) {
     cv_.notify_all();
   }
   cancel_steps(cancels);
+  // A step that waited for the task writes its record as it fails (finish_step); between steps
+  // the loss is recorded here.
+  if (cancels.empty()) write_flight_record_soon(-1, "task " + task_name(rank) + " is lost (between steps)");
+}
+
+bool ClusterRuntime::flight_record_wanted(const std::exception_ptr& error) {
+  if (!worth_a_flight_record(error)) return false;
+  std::lock_guard lock(mu_);
+  if (!lost_ || error != lost_) return true;
+  // After a loss every step fails with it at once: the first one's record is the one that says
+  // something.
+  return !std::exchange(lost_recorded_, true);
 }
 
 void ClusterRuntime::reset_collectives() {
@@ -454,7 +510,11 @@ class ClusterRuntime::Graph final : public RemoteGraph {
     const std::exception_ptr error =
         rt_.wait_for(*w, {static_cast<int>(proto::Reply::Kind::RUN_STEP), static_cast<uint64_t>(step_id)}, local);
     if (token.second != kNoCancellationToken) token.first->deregister_callback(token.second);
-    if (error) std::rethrow_exception(error);
+    if (error) {
+      // Before the error reaches the user: their program may end at once.
+      if (rt_.flight_record_wanted(error)) rt_.write_flight_record(step_id, "error: " + first_line(error));
+      std::rethrow_exception(error);
+    }
   }
 
  private:

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -106,6 +107,20 @@ class ClusterRuntime {
   // Bounded: a task that does not answer within `timeout` is DeadlineExceeded naming it; a lost
   // task is Unavailable naming it.
   std::vector<TaskTimeline> timeline_control(bool enable, bool collect, std::chrono::milliseconds timeout);
+
+  // Chief: gathers every live task's flight recorder (runtime/flight_recorder.h) with this
+  // process's, moved onto this process's clock, and writes them as one file
+  // (cluster/flight_record.h) in WEFT_FLIGHT_RECORDER_DIR (the temporary directory when unset),
+  // printing "weft: flight record of step N written to PATH". `step_id` -1: no step (a task was
+  // lost between steps). At most once per step and kMaxFlightRecordFiles per process; a task
+  // that does not answer within kFlightRecordWait (or is lost) is named in the file, not waited
+  // for. Returns the file's path, or empty when nothing was written (already written for this
+  // step, over the limit, recording off, or the write failed: said on stderr).
+  std::string write_flight_record(int64_t step_id, const std::string& reason);
+  // The same, later, on a thread of its own (from the liveness thread, which must not wait).
+  void write_flight_record_soon(int64_t step_id, std::string reason);
+  static constexpr int kMaxFlightRecordFiles = 16;
+  static constexpr std::chrono::milliseconds kFlightRecordWait{3000};
 
   // Chief only, for the session and graph objects below.
   class SessionTasks;
@@ -202,6 +217,21 @@ class ClusterRuntime {
 
   std::condition_variable watch_cv_;  // wakes the liveness thread to stop
   std::thread watcher_;
+
+  // Chief: flight records (cluster/cluster_flight_record.cpp).
+  int lost_rank_ = -1;            // guarded by mu_: the task declared lost
+  bool lost_recorded_ = false;    // guarded by mu_: a step failed by the loss has had its record
+  // Whether a step that failed with `error` gets a flight record: not for the program's own
+  // mistakes (InvalidArgument, NotFound, OutOfRange, Unimplemented), and once for a lost task.
+  bool flight_record_wanted(const std::exception_ptr& error);
+  uint64_t next_flight_id_ = 1;   // guarded by mu_
+  std::mutex flight_mu_;          // one flight record written at a time; guards what follows
+  std::set<int64_t> flight_steps_;  // steps a record was written for
+  int flight_files_ = 0;          // records tried (each may write a file)
+  bool flight_limit_said_ = false;
+  std::deque<std::pair<int64_t, std::string>> flight_queue_;  // guarded by mu_: for flight_writer_
+  std::thread flight_writer_;     // started by the first write_flight_record_soon (under mu_)
+  void write_queued_flight_records();
 };
 
 }  // namespace weft

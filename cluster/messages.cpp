@@ -320,6 +320,11 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
         out.kind = ControlRequest::Kind::kStallReport;
         out.step_id = r.getStallReport();
         return out;
+      case proto::Request::FLIGHT_RECORD:
+        out.kind = ControlRequest::Kind::kFlightRecord;
+        out.handle = r.getFlightRecord().getId();
+        out.step_id = r.getFlightRecord().getStepId();
+        return out;
       case proto::Request::STEP_DONE:
         out.kind = ControlRequest::Kind::kStepDone;
         out.step_done = read_reply(r.getStepDone(), sender);
@@ -340,10 +345,24 @@ ControlRequest decode_request(std::span<const capnp::word> words, const std::str
 
 namespace {
 
+void read_flight_entries(capnp::List<proto::FlightEntry>::Reader list, const std::string& task,
+                         std::vector<FlightRecordEntry>& out) {
+  if (list.size() > kMaxFlightRecorderEntries) damaged(task, std::to_string(list.size()) + " flight recorder entries");
+  out.reserve(list.size());
+  for (proto::FlightEntry::Reader e : list) {
+    if (e.getKind().size() > kMaxFlightKindLength) damaged(task, "a flight recorder entry's kind longer than 64 bytes");
+    if (e.getState() > static_cast<uint8_t>(FlightState::kCancelled))
+      damaged(task, "a flight recorder entry of unknown state " + std::to_string(e.getState()));
+    out.push_back({e.getSeq(), std::string(e.getKind().cStr(), e.getKind().size()), e.getPeer(), e.getTag(),
+                   e.getBytes(), e.getGroup(), e.getStep(), e.getStartUs(), e.getEndUs(),
+                   flight_state_name(static_cast<FlightState>(e.getState()))});
+  }
+}
+
 ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   ControlReply out;
   out.kind = r.getKind();
-  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::STALL_REPORT))
+  if (static_cast<int>(out.kind) > static_cast<int>(proto::Reply::Kind::FLIGHT_RECORD))
     damaged(task, "an answer of unknown kind " + std::to_string(static_cast<int>(out.kind)));
   out.step_id = r.getStepId();
   out.handle = r.getHandle();
@@ -359,6 +378,11 @@ ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
   if (out.kind == proto::Reply::Kind::STALL_REPORT) {
     if (r.hasReport()) out.report = std::string(r.getReport().cStr(), std::min<size_t>(r.getReport().size(), 65536));
     out.in_collective = r.getInCollective();
+  }
+  if (out.kind == proto::Reply::Kind::FLIGHT_RECORD) {
+    out.task_time_us = r.getTaskTime();
+    out.flight_recorded = r.getFlightRecorded();
+    read_flight_entries(r.getFlight(), task, out.flight);
   }
   if (out.kind == proto::Reply::Kind::TIMELINE) {
     out.task_time_us = r.getTaskTime();
@@ -377,6 +401,24 @@ ControlReply read_reply(proto::Reply::Reader r, const std::string& task) {
 }
 
 }  // namespace
+
+void write_flight_entries(std::span<const FlightEntry> entries, proto::Reply::Builder out) {
+  auto list = out.initFlight(static_cast<unsigned>(entries.size()));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const FlightEntry& e = entries[i];
+    auto w = list[static_cast<unsigned>(i)];
+    w.setSeq(e.seq);
+    w.setKind(e.kind);
+    w.setPeer(e.peer);
+    w.setTag(e.tag);
+    w.setBytes(e.bytes);
+    w.setGroup(e.group);
+    w.setStep(e.step);
+    w.setStartUs(e.start_us);
+    w.setEndUs(e.end_us);
+    w.setState(static_cast<uint8_t>(e.state));
+  }
+}
 
 ControlReply decode_reply(std::span<const capnp::word> words, const std::string& task) {
   if (words.empty()) damaged(task, "empty");

@@ -18,6 +18,7 @@
 
 #include <capnp/common.h>
 
+#include "cluster/flight_record.h"
 #include "cluster/proto/control.capnp.h"
 #include "scheduler/step_rendezvous.h"
 #include "runtime/timeline.h"
@@ -51,17 +52,19 @@ struct ControlReply {
   int signal = 0;                         // kind SIGNAL: SIGTERM or SIGINT
   std::string report;                     // kind STALL_REPORT: a line per thing running or waiting
   bool in_collective = false;             // kind STALL_REPORT
+  std::vector<FlightRecordEntry> flight;  // kind FLIGHT_RECORD: the task's entries, on its own clock (task_time_us set)
+  uint64_t flight_recorded = 0;           // kind FLIGHT_RECORD
 };
 
 struct ControlRequest {
   enum class Kind {
     kRegister, kRunStep, kAbortStep, kRelease, kEndSession, kShutdown, kPing, kResetCollectives, kTimelineControl,
-    kStepDone, kEndJob, kStallReport
+    kStepDone, kEndJob, kStallReport, kFlightRecord
   };
   Kind kind = Kind::kPing;
   uint64_t session = 0;                 // kRegister, kEndSession
-  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl: its id
-  int64_t step_id = 0;                  // kRunStep, kAbortStep, kStepDone, kStallReport
+  uint64_t handle = 0;                  // kRegister, kRunStep, kRelease; kTimelineControl, kFlightRecord: its id
+  int64_t step_id = 0;                  // kRunStep, kAbortStep, kStepDone, kStallReport, kFlightRecord
   std::vector<std::string> partitions;  // kRegister: graph files
   std::vector<std::string> reply_edges; // kRegister: edges whose small tensors go back in the Reply
   std::vector<StepTensor> tensors;      // kRunStep: the chief's small sends to this task
@@ -90,6 +93,9 @@ void write_step_answer(int64_t step_id, const StepAnswer& own, std::span<const S
                        proto::Reply::Builder out);
 // The answers a RUN_STEP reply from `source` carries: its own first, then its subtree's.
 std::vector<StepAnswer> step_answers(int source, ControlReply&& reply);
+
+// A FLIGHT_RECORD reply's entries (`entries` of this process's recorder, taken now).
+void write_flight_entries(std::span<const FlightEntry> entries, proto::Reply::Builder out);
 
 // InvalidArgument naming `sender` for a message that is damaged or out of bounds.
 ControlRequest decode_request(std::span<const capnp::word> words, const std::string& sender);

@@ -8,6 +8,7 @@
 #include "cluster/messages.h"
 #include "cluster/proto/control.capnp.h"
 #include "cluster/stall_report.h"
+#include "runtime/flight_recorder.h"
 #include "comm/collective_executor.h"
 #include "comm/step_collectives.h"
 #include "runtime/graph_format.h"
@@ -168,6 +169,12 @@ void TaskServer::on_request(ControlChannel::Message m) {
         // Off the engine's thread: reading the engine's table from its own callback is not safe.
         post([this, step_id = request.step_id] { report_stall(step_id); });
         return;
+      case ControlRequest::Kind::kFlightRecord: {
+        // The clock is read on arrival: the chief aligns this task's times with its own by it.
+        const int64_t received_us = flight_now_us();
+        post([this, id = request.handle, received_us] { send_flight_record(id, received_us); });
+        return;
+      }
       case ControlRequest::Kind::kRunStep:
         if (!request.subtree.empty() || !from_chief) forward_step(request, m.source);
         [[fallthrough]];
@@ -274,6 +281,7 @@ void TaskServer::handle(const ControlRequest& request) {
     case ControlRequest::Kind::kShutdown:
     case ControlRequest::Kind::kStepDone:
     case ControlRequest::Kind::kStallReport:
+    case ControlRequest::Kind::kFlightRecord:
     case ControlRequest::Kind::kEndJob:
       return;  // handled on arrival (on_request)
   }
@@ -455,6 +463,20 @@ void TaskServer::report_stall(int64_t step_id) {
     r.setHandle(static_cast<uint64_t>(step_id));
     r.setReport(report.lines);
     r.setInCollective(report.in_collective);
+  });
+}
+
+void TaskServer::send_flight_record(uint64_t id, int64_t received_us) {
+  const FlightRecorder& recorder = process_flight_recorder();
+  const std::vector<FlightEntry> entries = recorder.snapshot();
+  const uint64_t recorded = recorder.recorded();
+  reply([&](capnp::MessageBuilder& b) {
+    auto r = b.initRoot<proto::Reply>();
+    r.setKind(proto::Reply::Kind::FLIGHT_RECORD);
+    r.setHandle(id);
+    r.setTaskTime(received_us);
+    r.setFlightRecorded(recorded);
+    write_flight_entries(entries, r);
   });
 }
 

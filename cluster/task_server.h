@@ -111,6 +111,9 @@ class TaskServer {
   void send_up(int64_t step_id, const StepInTree& step);
   // Answers the chief's request for a stall report (cluster/stall_report.h).
   void report_stall(int64_t step_id);
+  // Answers the chief's FlightRecord request `id` with this process's flight recorder; `received_us`:
+  // this task's clock when the request came.
+  void send_flight_record(uint64_t id, int64_t received_us);
   // Timeline recording on or off, as the chief's profiler asks; answers with the events.
   void control_timeline(const ControlRequest& request);
   void reply(const std::function<void(capnp::MessageBuilder&)>& build);

@@ -11,12 +11,23 @@
 #include "runtime/device.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
+#include "runtime/flight_recorder.h"
 
 namespace weft {
 
 namespace {
 
 using InstanceId = std::tuple<int64_t, int64_t, int64_t>;  // group key, step id, instance key
+
+// The flight recorder's name for a collective (a literal: the recorder keeps the pointer).
+const char* flight_kind(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllGather: return "all-gather";
+  }
+  return "collective";
+}
 
 bool same_group(const CollectiveParams& a, const CollectiveParams& b) {
   return a.kind == b.kind && a.members == b.members && a.group_instances == b.group_instances &&
@@ -41,6 +52,8 @@ struct CollectiveExecutor::Instance {
   std::vector<int> local_members;  // ascending
   std::vector<int> member_ranks;   // cross-process groups: each member's rank
   bool cross_process = false;
+  // Its entry in the flight recorder: from its first local member's arrival to its end.
+  FlightHandle flight;
 
   std::mutex mu;
   bool finished = false;                   // guarded by mu
@@ -54,7 +67,9 @@ struct CollectiveExecutor::Impl {
   std::map<InstanceId, std::shared_ptr<Instance>> pending;  // guarded by mu: members still to come
 
   // Fails every local member of `inst` (once) and, when MPI holds it, abandons its collective.
-  void fail(CollectiveExecutor& ex, const std::shared_ptr<Instance>& inst, std::exception_ptr error) {
+  // `state`: kCancelled when the step was cancelled from outside, kError when the collective failed.
+  void fail(CollectiveExecutor& ex, const std::shared_ptr<Instance>& inst, std::exception_ptr error,
+            FlightState state = FlightState::kError) {
     std::map<int, Instance::Arrival> arrivals;
     std::shared_ptr<CrossProcessCollective> cross;
     {
@@ -64,6 +79,7 @@ struct CollectiveExecutor::Impl {
       arrivals.swap(inst->arrived);
       cross = std::move(inst->cross);
     }
+    process_flight_recorder().record_end(inst->flight, state);
     {
       std::lock_guard lock(mu);
       auto it = pending.find(inst->id);
@@ -83,6 +99,7 @@ struct CollectiveExecutor::Impl {
       arrivals.swap(inst->arrived);
       inst->cross = nullptr;
     }
+    process_flight_recorder().record_end(inst->flight, FlightState::kDone);
     for (auto& [member, a] : arrivals)
       if (a.cancellation && a.token != kNoCancellationToken) a.cancellation->deregister_callback(a.token);
     for (auto& [member, a] : arrivals) a.done(nullptr, outputs);
@@ -151,6 +168,12 @@ void CollectiveExecutor::run_async(const CollectiveParams& p, int64_t step_id, s
           fresh->member_ranks.push_back(rank);
         }
       }
+      // One entry per instance in this process (not per local member): what the group waits for.
+      uint64_t bytes = 0;
+      for (const Tensor& t : inputs)
+        if (t.defined() && !t.is_symbolic()) bytes += t.nbytes();
+      fresh->flight = process_flight_recorder().record_start({.kind = flight_kind(p.kind), .tag = static_cast<int32_t>(p.instance_key),
+                                                              .bytes = bytes, .group = p.group_key, .step = step_id});
       it = impl_->pending.emplace(id, std::move(fresh)).first;
     }
     inst = it->second;
@@ -185,7 +208,7 @@ void CollectiveExecutor::run_async(const CollectiveParams& p, int64_t step_id, s
   if (cancellation) {
     std::weak_ptr<Instance> weak = inst;
     const CancellationToken token = cancellation->register_callback([this, weak](const std::exception_ptr& e) {
-      if (auto i = weak.lock()) impl_->fail(*this, i, e);
+      if (auto i = weak.lock()) impl_->fail(*this, i, e, FlightState::kCancelled);
     });
     std::lock_guard ilock(inst->mu);
     if (auto a = inst->arrived.find(p.member); a != inst->arrived.end()) a->second.token = token;

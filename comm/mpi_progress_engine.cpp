@@ -60,13 +60,20 @@ MpiProgressEngine::ClientId MpiProgressEngine::Impl::add_client(std::string name
 
 void MpiProgressEngine::Impl::track(ClientId client, MPI_Request request, MpiOperation op, Done done,
                                     std::shared_ptr<const void> keep) {
+  const auto since = Clock::now();
+  // Fixed-size fields only (the kind is a literal): no text is built per request.
+  const FlightHandle flight =
+      op.standing || !flight_.enabled()
+          ? FlightHandle{}
+          : flight_.record_start({.kind = op.kind, .peer = op.peer, .tag = op.tag, .bytes = op.bytes,
+                                  .start_us = flight_us(since)});
   {
     std::lock_guard lock(mu_);
     if (!shut_) {
       const bool wake = needs_driver(op);
       const auto yield_after = clients_[static_cast<size_t>(client)].yield_after_traffic;
       inbox_.emplace_back(request,
-                          Entry{client, std::move(op), std::move(done), std::move(keep), Clock::now(), yield_after});
+                          Entry{client, std::move(op), std::move(done), std::move(keep), since, yield_after, flight});
       inbox_ready_.store(true, std::memory_order_release);
       if (nappers_ > 0) {
         nap_cv_.notify_all();
@@ -80,6 +87,7 @@ void MpiProgressEngine::Impl::track(ClientId client, MPI_Request request, MpiOpe
     }
   }
   // After the end: nothing will test it.
+  flight_.record_end(flight, FlightState::kCancelled);
   std::lock_guard g(graveyard().mu);
   if (keep) graveyard().things.push_back(std::move(keep));
   graveyard().requests.push_back(request);
@@ -281,8 +289,10 @@ bool MpiProgressEngine::Impl::test(std::vector<Completed>& completed) {
   if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
     // Nothing on these requests can be trusted any more: every one fails, its buffers kept.
     std::lock_guard g(graveyard().mu);
+    const int64_t now_us = flight_now_us();
     for (size_t i = 0; i < requests_.size(); ++i) {
       MPI_Status none{};
+      flight_.record_end(entries_[i].flight, FlightState::kError, now_us);
       completed.push_back({std::move(entries_[i].done), none, rc, entries_[i].yield_after_traffic});
       if (entries_[i].keep) graveyard().things.push_back(std::move(entries_[i].keep));
       graveyard().requests.push_back(requests_[i]);
@@ -293,12 +303,13 @@ bool MpiProgressEngine::Impl::test(std::vector<Completed>& completed) {
     return true;
   }
   if (done == MPI_UNDEFINED || done <= 0) return false;
+  const int64_t now_us = flight_.enabled() ? flight_now_us() : 0;
   for (int k = 0; k < done; ++k) {
     const auto i = static_cast<size_t>(indices_[static_cast<size_t>(k)]);
     const MPI_Status& st = statuses_[static_cast<size_t>(k)];
-    completed.push_back(
-        {std::move(entries_[i].done), st, rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS,
-         entries_[i].yield_after_traffic});
+    const int error = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+    if (now_us != 0) record_completion(entries_[i], st, error, now_us);
+    completed.push_back({std::move(entries_[i].done), st, error, entries_[i].yield_after_traffic});
     entries_[i].keep.reset();  // MPI is done with the buffers; the callback holds what it needs
   }
   // Drop the completed requests (Testsome set them to null).
@@ -314,6 +325,19 @@ bool MpiProgressEngine::Impl::test(std::vector<Completed>& completed) {
   requests_.resize(w);
   entries_.resize(w);
   return true;
+}
+
+void MpiProgressEngine::Impl::record_completion(const Entry& e, const MPI_Status& status, int error, int64_t now_us) {
+  if (!e.op.standing) {
+    flight_.record_end(e.flight, error == MPI_SUCCESS ? FlightState::kDone : FlightState::kError, now_us);
+    return;
+  }
+  if (error != MPI_SUCCESS) return;  // a standing receive cancelled or failed: no message came
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  flight_.record({.kind = e.op.kind, .peer = status.MPI_SOURCE, .tag = status.MPI_TAG,
+                  .bytes = static_cast<uint64_t>(std::max(count, 0)), .start_us = now_us, .end_us = now_us,
+                  .state = FlightState::kDone});
 }
 
 void MpiProgressEngine::Impl::give_up(ClientId client, std::chrono::milliseconds send_grace) {
@@ -372,6 +396,8 @@ void MpiProgressEngine::Impl::give_up(ClientId client, std::chrono::milliseconds
       ++w;
       continue;
     }
+    // Given up: its completion is never run, whether or not MPI finished it meanwhile.
+    flight_.record_end(entries_[i].flight, FlightState::kCancelled);
     if (requests_[i] == MPI_REQUEST_NULL) continue;
     // Still pending: MPI may read or write its buffers whenever it likes.
     if (entries_[i].op.cancellable && mpi_usable()) MPI_Request_free(&requests_[i]);

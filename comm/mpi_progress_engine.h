@@ -30,6 +30,11 @@
 // 100 us, then 1 ms once idle. Naps of tens of microseconds need a small timer slack (Linux adds
 // 50 us to every timed wait by default). New work wakes a napping driver at once.
 //
+// Every request but a standing receive is also an entry in the process's flight recorder
+// (runtime/flight_recorder.h), from track() to its completion ("done" or "error") or its cancel
+// ("cancelled"); a standing receive is recorded, whole, when a message comes. Fixed-size fields
+// only (the kind is a literal, the start is the track's clock read): no text on the hot path.
+//
 // There is one engine per process (process()); MPI_Finalize shuts it down first (an attribute on
 // MPI_COMM_SELF), so its thread never calls MPI after the end.
 #pragma once

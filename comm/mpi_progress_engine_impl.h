@@ -12,6 +12,7 @@
 
 #include "comm/mpi_progress_engine.h"
 #include "comm/progress_pacer.h"
+#include "runtime/flight_recorder.h"
 
 namespace weft {
 
@@ -69,6 +70,7 @@ class MpiProgressEngine::Impl {
     std::shared_ptr<const void> keep;
     Clock::time_point since;
     std::chrono::microseconds yield_after_traffic{0};  // its client's
+    FlightHandle flight;  // its entry in the flight recorder; empty for a standing receive
   };
   static Entry make_entry(ClientId client, MpiOperation op, Done done, std::shared_ptr<const void> keep,
                           std::chrono::microseconds yield_after_traffic) {
@@ -179,6 +181,11 @@ class MpiProgressEngine::Impl {
   void deliver_in_order(Listener& listener);         // drive_mu_ held
   // Removes the client's entries, cancelling what MPI can (drive_mu_ held).
   void give_up(ClientId client, std::chrono::milliseconds send_grace);
+  // The flight recorder's entry of a request that completed (driving thread; a standing receive
+  // that took a message is recorded whole here, its wait for whatever comes is not traffic).
+  void record_completion(const Entry& e, const MPI_Status& status, int error, int64_t now_us);
+
+  FlightRecorder& flight_ = process_flight_recorder();  // the process's, never destroyed
 
   mutable std::mutex mu_;  // guards up to drive_mu_
   // Drivers nap on nap_cv_, woken by new work; the engine's thread, standing back for a lender,

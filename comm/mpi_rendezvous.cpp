@@ -18,6 +18,7 @@
 #include "comm/mpi_rendezvous_wire.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/tensor_internals.h"
 
 namespace weft {
@@ -222,8 +223,10 @@ void MpiRendezvous::Impl::send(const RendezvousKey& key, Tensor value, bool is_d
 
 void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, const RecvExpectation* expected, DoneCallback done) {
   std::exception_ptr error;
+  int src = -1;
   try {
-    const auto [src, dst] = ranks_of(key);
+    const auto [from, dst] = ranks_of(key);
+    src = from;
     if (dst != me_)
       throw InvalidArgument(where() + "cannot receive key " + key.to_string() + ": its destination device is on rank " +
                             std::to_string(dst));
@@ -231,6 +234,19 @@ void MpiRendezvous::Impl::recv_async(const RendezvousKey& key, const RecvExpecta
     error = std::current_exception();
   }
   if (error) return done(error, Tensor(), false);
+  FlightRecorder& fr = process_flight_recorder();
+  if (src != me_ && fr.enabled()) {
+    // A tensor from a peer is waited for here before any MPI request exists (its header is probed
+    // for, not received into a posted buffer): the flight record shows this wait, so a Recv whose
+    // tensor never came is seen pending, with the rank it waits for.
+    const FlightHandle h =
+        fr.record_start({.kind = "tensor recv", .peer = src, .tag = -1, .step = key.step_id});
+    done = [h, inner = std::move(done)](const std::exception_ptr& e, Tensor value, bool is_dead) {
+      process_flight_recorder().record_end(h, e ? FlightState::kError : FlightState::kDone, 0,
+                                           value.defined() && !value.is_symbolic() ? value.nbytes() : 0);
+      inner(e, std::move(value), is_dead);
+    };
+  }
   if (expected) table_.recv_async_expecting(key, *expected, std::move(done));
   else table_.recv_async(key, std::move(done));
 }

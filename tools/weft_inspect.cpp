@@ -3,6 +3,9 @@
 //   weft-inspect model_dir          # nodes, ops by type, inputs, outputs, variables and their size
 //   weft-inspect model_dir --nodes  # also every node: op, inputs, attributes, output specs
 //   weft-inspect graph.capnp --dot  # Graphviz DOT text: weft-inspect g.capnp --dot | dot -Tsvg
+//   weft-inspect weft_flight_worker_step12_pid9_0.json   # a flight record (cluster/flight_record.h):
+//                                   # every task's transfers and collectives, merged by time, and
+//                                   # what each task still waited for
 //
 // The summary lists the nodes of windowed and normalising ops (convolutions, pooling, batch
 // norm) with their attributes, since those attributes (strides, padding, dilations, epsilon) are
@@ -11,6 +14,8 @@
 // Any failure is one line on stderr, "weft-inspect: error: ...", and a non-zero exit status.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -21,7 +26,9 @@
 
 #include "api/function_core.h"
 #include "api/graph.h"
+#include "cluster/flight_record.h"
 #include "runtime/attr_text.h"
+#include "runtime/error.h"
 #include "tools/tool_support.h"
 
 namespace weft::tools {
@@ -127,7 +134,40 @@ void print_summary(const std::string& path, const GraphIR& g) {
   for (const std::string& line : lines) std::cout << line << "\n";
 }
 
+// A flight record is a JSON file: one whose opening names the marker, or any ".json" file that
+// is a JSON object (so a damaged record is reported as one, not as a bad graph file).
+bool is_flight_record_file(const std::string& path, std::string* text) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char head[256] = {};
+  in.read(head, sizeof head);
+  const std::string_view opening(head, static_cast<size_t>(in.gcount()));
+  const size_t first = opening.find_first_not_of(" \t\r\n");
+  const bool json_object = first != std::string_view::npos && opening[first] == '{';
+  const bool named_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (!looks_like_flight_record(opening) && !(json_object && named_json)) return false;
+  constexpr uintmax_t kMaxBytes = uintmax_t{1} << 30;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw InvalidArgument("[flight record] cannot read the size of " + path + ": " + ec.message());
+  if (size > kMaxBytes) throw InvalidArgument("[flight record] " + path + " is larger than 1 GiB");
+  text->resize(static_cast<size_t>(size));
+  in.clear();
+  in.seekg(0);
+  in.read(text->data(), static_cast<std::streamsize>(size));
+  if (static_cast<uintmax_t>(in.gcount()) != size) throw InvalidArgument("[flight record] cannot read " + path);
+  return true;
+}
+
 void inspect(const Options& o) {
+  if (std::string text; is_flight_record_file(o.path, &text)) {
+    try {
+      std::cout << format_flight_record(flight_record_from_json(text));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(o.path + ": " + e.what());
+    }
+    return;
+  }
   Graph graph = Graph::load(o.path);
   if (o.dot) std::cout << graph.to_dot();
   else {
@@ -141,8 +181,10 @@ void inspect(const Options& o) {
 
 int main(int argc, char** argv) {
   weft::tools::Options o;
-  CLI::App app("Summarises a saved weft model or graph file: ops, inputs, outputs, variables.", "weft-inspect");
-  app.add_option("path", o.path, "a saved-model directory (Function::save) or a graph file")->required();
+  CLI::App app("Summarises a saved weft model or graph file (ops, inputs, outputs, variables), or prints a flight record.",
+               "weft-inspect");
+  app.add_option("path", o.path, "a saved-model directory (Function::save), a graph file, or a flight record (.json)")
+      ->required();
   app.add_flag("--dot", o.dot, "print the graph as Graphviz DOT text instead of the summary");
   app.add_flag("--nodes", o.nodes, "after the summary, every node with its inputs, attributes and outputs");
   return weft::tools::run_tool(app, argc, argv, [&] { weft::tools::inspect(o); });

@@ -27,7 +27,30 @@ struct Request {
     stepDone @9 :Reply;         # a task's answer for itself and its subtree, to its parent in the step's tree
     endJob @10 :Int32;          # a task got this signal (SIGTERM, SIGINT): exit now, 128 + it (cluster/job_signals.h)
     stallReport @11 :Int64;     # a step has stalled: say what this task is running and waiting for
+    flightRecord @12 :FlightRecordRequest;  # a step stalled or failed: send the flight recorder's entries
   }
+}
+
+# The chief gathers every task's flight recorder (runtime/flight_recorder.h) into one file
+# (cluster/flight_record.h). The task answers with its entries and its clock on receipt, as for
+# the timeline, so the chief can move them onto its own clock.
+struct FlightRecordRequest {
+  id @0 :UInt64;                # echoed in Reply.handle
+  stepId @1 :Int64;             # the step it is for (for the task's log only)
+}
+
+# One transfer or collective (runtime/flight_recorder.h's FlightEntry).
+struct FlightEntry {
+  seq @0 :UInt64;
+  kind @1 :Text;                # at most 64 bytes
+  peer @2 :Int32;
+  tag @3 :Int32;
+  bytes @4 :UInt64;
+  group @5 :Int64;
+  step @6 :Int64;
+  startUs @7 :Int64;            # the task's steady clock, microseconds
+  endUs @8 :Int64;              # 0 while pending
+  state @9 :UInt8;              # weft::FlightState
 }
 
 # The profiler (api/profiler.h): turns the task's timeline recording on or off and, when asked,
@@ -109,6 +132,8 @@ struct Reply {
   signal @9 :Int32;             # kind signal: SIGTERM or SIGINT, which the task got (cluster/job_signals.h)
   report @10 :Text;             # kind stallReport: what the task runs and waits for, a line each
   inCollective @11 :Bool;       # kind stallReport: a collective of the task waits for its group
+  flight @12 :List(FlightEntry);  # kind flightRecord: the task's entries, oldest first (taskTime set too)
+  flightRecorded @13 :UInt64;   # kind flightRecord: entries the task recorded in all
 
   enum Kind {
     register @0;
@@ -120,5 +145,6 @@ struct Reply {
     timeline @6;
     signal @7;                  # unasked: the task got a stop signal; the chief ends the job
     stallReport @8;             # handle: the step's id
+    flightRecord @9;            # handle: the request's id
   }
 }

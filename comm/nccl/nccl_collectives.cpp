@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/device_name.h"
 #include "runtime/error.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/tensor_internals.h"
 
 namespace weft {
@@ -421,7 +422,33 @@ NcclCollectives::NcclCollectives(std::chrono::milliseconds init_timeout)
 
 NcclCollectives::~NcclCollectives() = default;
 
+namespace {
+
+// The flight recorder's name for an NCCL collective (a literal: the recorder keeps the pointer).
+const char* nccl_flight_kind(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "nccl all-reduce";
+    case CollectiveKind::kBroadcast: return "nccl broadcast";
+    case CollectiveKind::kAllGather: return "nccl all-gather";
+  }
+  return "nccl collective";
+}
+
+}  // namespace
+
 void NcclCollectives::run_async(NcclCall call, Done done) {
+  // GPU collectives bypass the collective executor (comm/collective_executor.h): recorded here,
+  // one entry per member, from its call to its completion.
+  if (FlightRecorder& fr = process_flight_recorder(); fr.enabled()) {
+    uint64_t bytes = 0;
+    for (const Tensor& t : call.inputs) bytes += t.nbytes();
+    const FlightHandle h = fr.record_start({.kind = nccl_flight_kind(call.p.kind), .tag = static_cast<int32_t>(call.p.instance_key),
+                                            .bytes = bytes, .group = call.p.group_key, .step = call.step_id});
+    done = [h, inner = std::move(done)](std::exception_ptr error) {
+      process_flight_recorder().record_end(h, error ? FlightState::kError : FlightState::kDone);
+      inner(std::move(error));
+    };
+  }
   try {
     impl_->run(std::move(call), done);
   } catch (...) {

@@ -33,8 +33,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -43,8 +48,31 @@
 #include <thread>
 
 #include "api/weft/weft.h"
+#include "cluster/flight_record.h"
 #include "cluster_mpi/test_sleep_op.h"
 #include "runtime/device.h"
+
+// With WEFT_TEST_CHECK_FLIGHT_RECORD=1 (and WEFT_FLIGHT_RECORDER_DIR a fresh directory): the
+// failed step wrote one flight record, in which task 1 answered and the lost task 2 did not.
+bool check_flight_record() {
+  const char* dir = std::getenv("WEFT_FLIGHT_RECORDER_DIR");
+  std::vector<std::filesystem::path> files;
+  if (dir)
+    for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  if (files.empty()) {
+    std::cout << "WRONG: no flight record in " << (dir ? dir : "(WEFT_FLIGHT_RECORDER_DIR unset)") << std::endl;
+    return false;
+  }
+  std::sort(files.begin(), files.end());
+  std::ifstream in(files.front());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const weft::FlightRecord record = weft::flight_record_from_json(text);
+  const bool ok = record.tasks.size() == 3 && record.tasks[1].answered && !record.tasks[1].entries.empty() &&
+                  !record.tasks[2].answered;
+  std::cout << (ok ? "flight record names the lost task: " : "WRONG flight record: ")
+            << (record.tasks.size() == 3 ? record.tasks[2].why : "not 3 tasks") << std::endl;
+  return ok;
+}
 
 int main(int argc, char** argv) {
   using namespace weft;
@@ -57,6 +85,9 @@ int main(int argc, char** argv) {
       std::fclose(f);
     }
   }
+  if (std::getenv("WEFT_TEST_CHECK_FLIGHT_RECORD") && rank == 0)
+    if (const char* dir = std::getenv("WEFT_FLIGHT_RECORDER_DIR"))  // records of earlier runs
+      for (const auto& e : std::filesystem::directory_iterator(dir)) std::filesystem::remove(e.path());
   const bool external_fault = std::getenv("WEFT_TEST_EXTERNAL_FAULT") != nullptr;
   if (std::getenv("WEFT_TEST_DIES_BEFORE_JOINING") && rank == 2) ::kill(::getpid(), SIGKILL);
   if (const char* dies = std::getenv("WEFT_TEST_DIES_IN_STARTUP")) {
@@ -193,6 +224,7 @@ int main(int argc, char** argv) {
     const bool names_task = what.find("/job:worker/replica:0/task:2") != std::string::npos;
     std::cout << (names_task && s < 15.0 ? "lost task reported" : "WRONG REPORT") << " after " << s << " s: " << what
               << std::endl;
+    if (std::getenv("WEFT_TEST_CHECK_FLIGHT_RECORD")) return check_flight_record() && names_task ? 0 : 1;
     return names_task ? 0 : 1;
   } catch (const std::exception& e) {
     std::cout << "WRONG ERROR: " << e.what() << std::endl;

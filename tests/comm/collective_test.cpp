@@ -12,6 +12,7 @@
 #include "comm/collective_order.h"
 #include "comm/mpi_collectives.h"
 #include "runtime/cancellation.h"
+#include "runtime/flight_recorder.h"
 
 namespace weft {
 namespace {
@@ -207,6 +208,44 @@ TEST(Collective, CancellingAStepFailsItsPendingCollectiveAtOnce) {
   const auto ok = run_members(ex, p, 2, {{floats({1}, {1})}, {floats({2}, {1})}}, {1, 0});
   EXPECT_FALSE(ok[0].error);
   EXPECT_EQ(ok[0].outputs[0].to_vector<float>(), (std::vector<float>{3}));
+}
+
+// The newest flight recorder entries of `group`, oldest first.
+std::vector<FlightEntry> flight_entries_of(int64_t group) {
+  std::vector<FlightEntry> out;
+  for (const FlightEntry& e : process_flight_recorder().snapshot())
+    if (e.group == group) out.push_back(e);
+  return out;
+}
+
+// One flight recorder entry per instance (not per member): done when it completed, cancelled when
+// its step was.
+TEST(Collective, EachInstanceIsOneFlightRecorderEntry) {
+  CollectiveExecutor ex;
+  CollectiveParams p = params(CollectiveKind::kAllReduce, 2, "collective_all_reduce");
+  p.group_key = 4242;
+  const auto ok = run_members(ex, p, 5, {{floats({1, 2}, {2})}, {floats({3, 4}, {2})}}, {1, 0});
+  ASSERT_FALSE(ok[0].error);
+  std::vector<FlightEntry> entries = flight_entries_of(4242);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_STREQ(entries[0].kind, "all-reduce");
+  EXPECT_EQ(entries[0].step, 5);
+  EXPECT_EQ(entries[0].bytes, 8u);  // the first arrival's inputs
+  EXPECT_EQ(entries[0].peer, -1);
+  EXPECT_EQ(entries[0].state, FlightState::kDone);
+  EXPECT_GE(entries[0].end_us, entries[0].start_us);
+
+  CancellationManager cm;
+  std::promise<std::exception_ptr> got;
+  ex.run_async(p, 6, {floats({1, 2}, {2})}, &cm, [&](std::exception_ptr e, std::vector<Tensor>) { got.set_value(e); });
+  entries = flight_entries_of(4242);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].state, FlightState::kPending);  // the other member has not come
+  cm.cancel(std::make_exception_ptr(Unavailable("[step] task 3 was lost")));
+  ASSERT_TRUE(got.get_future().get());
+  entries = flight_entries_of(4242);
+  EXPECT_EQ(entries[1].step, 6);
+  EXPECT_EQ(entries[1].state, FlightState::kCancelled);
 }
 
 TEST(Collective, AGroupAcrossProcessesNeedsACluster) {

@@ -33,6 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const weft::ControlReply r = weft::decode_reply(words, "/job:worker/replica:0/task:1");
     for (const weft::timeline::Event& e : r.timeline)
       if (e.duration_us < 0 || e.name.size() > weft::timeline::kMaxStringBytes) std::abort();
+    for (const weft::FlightRecordEntry& e : r.flight)
+      if (e.kind.size() > weft::kMaxFlightKindLength || e.state.empty()) std::abort();
     if (r.error) {
       try {
         std::rethrow_exception(r.error);
