@@ -127,14 +127,11 @@ int main(int argc, char** argv) {
     {
       GraphScope scope(g);
       ms = placeholder(float32, {1}, "ms");
-      Tensor slept;
-      {
-        DeviceScope on("/job:worker/task:2");
-        slept = testing::test_sleep(ms);
+      out = testing::sleep_then_double(ms, "/job:worker/task:2", "/job:worker/task:1");
+      if (stuck_at_exit) {
+        DeviceScope on("/job:worker/task:1");
+        out = out + testing::test_sleep(ms * -1.f);
       }
-      DeviceScope on("/job:worker/task:1");
-      out = slept * 2.f;
-      if (stuck_at_exit) out = out + testing::test_sleep(ms * -1.f);
     }
     if (stuck_at_exit) {
       Session failing(g, cluster, {.stall_warning_ms = 2000});

@@ -527,13 +527,7 @@ TEST(Cluster, AStalledStepIsReportedThenEndedAndTheNextStepWorks) {
   {
     GraphScope scope(g);
     ms = placeholder(float32, {1}, "ms");
-    Tensor slept;
-    {
-      DeviceScope on(worker(2));
-      slept = testing::test_sleep(ms);
-    }
-    DeviceScope on(worker(1));
-    out = slept * 2.f;
+    out = testing::sleep_then_double(ms, worker(2), worker(1));
   }
   Session sess(g, *g_cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 2500});
   EXPECT_EQ(sess.run({{ms, constant(std::vector<float>{1.f}, Shape{1})}}, {out})[0].to_vector<float>(),

@@ -63,13 +63,7 @@ TEST(ClusterFlightRecord, AStalledStepWritesOneRecordOfEveryTaskWithTheWaitingRe
   {
     GraphScope scope(g);
     ms = placeholder(float32, {1}, "ms");
-    Tensor slept;
-    {
-      DeviceScope on(worker(2));
-      slept = testing::test_sleep(ms);
-    }
-    DeviceScope on(worker(1));
-    out = slept * 2.f;
+    out = testing::sleep_then_double(ms, worker(2), worker(1));
   }
   Session sess(g, cluster, {.stall_warning_ms = 1000, .stall_timeout_ms = 2500});
   EXPECT_EQ(sess.run({{ms, constant(std::vector<float>{1.f}, Shape{1})}}, {out})[0].to_vector<float>(),
@@ -130,13 +124,7 @@ TEST(ClusterFlightRecord, AStepThatFailsWritesARecord) {
   {
     GraphScope scope(g);
     ms = placeholder(float32, {1}, "ms");
-    Tensor slept;
-    {
-      DeviceScope on(worker(2));
-      slept = testing::test_sleep(ms);
-    }
-    DeviceScope on(worker(1));
-    out = slept * 2.f;
+    out = testing::sleep_then_double(ms, worker(2), worker(1));
   }
   // A deadline, not a stall: the step fails with DeadlineExceeded, no stall report.
   Session sess(g, cluster, {.operation_timeout_ms = 800});

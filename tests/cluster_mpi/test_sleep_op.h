@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "api/dispatch.h"
+#include "api/weft/weft.h"
 #include "kernels/register_all.h"
 #include "runtime/error.h"
 #include "runtime/kernel_registry.h"
@@ -35,6 +36,21 @@ inline void register_test_sleep() {
 
 inline Tensor test_sleep(const Tensor& ms, const SourceLocation& loc = SourceLocation::current()) {
   return dispatch1(op_def("TestSleep"), {ms}, {}, loc);
+}
+
+// The step the stall, flight-record and stuck-kernel tests make wait, built in the caller's
+// GraphScope: `sleeper` (a device or task name) sleeps as long as `ms` says, and `doubler` doubles
+// what it gives, so while the kernel sleeps `doubler` waits in a Recv for it, and the chief in a
+// Recv for `doubler`'s. The TestSleep node is created at the caller's file:line.
+inline Tensor sleep_then_double(const Tensor& ms, const std::string& sleeper, const std::string& doubler,
+                                const SourceLocation& loc = SourceLocation::current()) {
+  Tensor slept;
+  {
+    DeviceScope on(sleeper);
+    slept = test_sleep(ms, loc);
+  }
+  DeviceScope on(doubler);
+  return slept * 2.f;
 }
 
 }  // namespace weft::testing
