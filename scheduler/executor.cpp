@@ -317,6 +317,16 @@ void Executor::run_sequential(RunState& st) const {
   for (const Step& s : plan_) run_step<false>(s, st, st.scratch);
 }
 
+void Executor::append_in_flight(const RunState& st, int64_t now_ms, std::vector<RunningStep::InFlight>& out) const {
+  for (size_t i = 0; i < plan_.size(); ++i) {
+    const int64_t started = st.started_ms[i].load(std::memory_order_relaxed);
+    if (started == RunState::kNotRunning) continue;
+    const Step& s = plan_[i];
+    const bool waiting = s.async && st.async[static_cast<size_t>(s.async_slot)].waiting != nullptr;
+    out.push_back({s.node->describe(), s.node->type(), std::max<int64_t>(0, now_ms - started), waiting});
+  }
+}
+
 void Executor::run_sequential_watched(RunState& st, const StepOptions& step) const {
   std::atomic<bool> ended{false};
   std::exception_ptr why;  // written before `ended` is set
@@ -324,12 +334,7 @@ void Executor::run_sequential_watched(RunState& st, const StepOptions& step) con
       {.owner = step.owner, .step_id = step.step_id, .limits = {step.stall_warning, step.stall_timeout}},
       [&] {
         std::vector<RunningStep::InFlight> out;
-        const int64_t now = coarse_now_ms();
-        for (size_t i = 0; i < plan_.size(); ++i) {
-          const int64_t started = st.started_ms[i].load(std::memory_order_relaxed);
-          if (started != RunState::kNotRunning)
-            out.push_back({plan_[i].node->describe(), plan_[i].node->type(), std::max<int64_t>(0, now - started), false});
-        }
+        append_in_flight(st, coarse_now_ms(), out);
         return out;
       },
       [&](std::exception_ptr error) {

@@ -171,6 +171,9 @@ class Executor {
   std::unique_ptr<RunState> take_run_state(std::span<const Tensor> feeds, const StepOptions& options) const;
   void give_back(std::unique_ptr<RunState> state) const;
   std::vector<Tensor> collect_fetches(RunState& state) const;
+  // Appends the nodes of `state` running now (started_ms set), for stall reports. A ready-queue
+  // run calls it holding the lock that guards its asynchronous slots' `waiting`.
+  void append_in_flight(const RunState& state, int64_t now_ms, std::vector<RunningStep::InFlight>& out) const;
   void check_feed(size_t i, const Tensor& value) const;
   void check_feed_count(size_t count) const;
   const Executor& body_executor(const GraphIR& body, Device& device) const;

@@ -118,16 +118,7 @@ class Executor::Frame final : public AsyncWaitObserver {
     std::vector<RunningStep::InFlight> out;
     const int64_t now = coarse_now_ms();
     std::lock_guard lock(mu_);  // guards the slots' `waiting`
-    for (size_t p = 0; p < parts_.size(); ++p) {
-      const std::vector<Step>& plan = parts_[p].executor->plan_;
-      for (size_t i = 0; i < plan.size(); ++i) {
-        const int64_t started = states_[p]->started_ms[i].load(std::memory_order_relaxed);
-        if (started == RunState::kNotRunning) continue;
-        const Step& s = plan[i];
-        const bool waiting = s.async && states_[p]->async[static_cast<size_t>(s.async_slot)].waiting != nullptr;
-        out.push_back({s.node->describe(), s.node->type(), std::max<int64_t>(0, now - started), waiting});
-      }
-    }
+    for (size_t p = 0; p < parts_.size(); ++p) parts_[p].executor->append_in_flight(*states_[p], now, out);
     return out;
   }
 
