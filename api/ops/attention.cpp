@@ -1,4 +1,5 @@
-// The attention front-end and the gradient of ScaledDotProductAttention.
+// The attention front-end and the gradient of ScaledDotProductAttention (its gradient's gradient
+// is in attention_second_order.cpp).
 #include "api/ops/attention.h"
 
 #include <cmath>
@@ -66,6 +67,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return dispatch(op, in, c.attrs, loc)[0];
 }
 
-void register_attention_gradients() { register_gradient("ScaledDotProductAttention", attention_grad); }
+void register_attention_gradients() {
+  register_gradient("ScaledDotProductAttention", attention_grad);
+  register_attention_second_order_gradients();
+}
 
 }  // namespace weft

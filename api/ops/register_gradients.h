@@ -15,6 +15,7 @@ void register_conv_gradients();
 void register_pooling_gradients();
 void register_normalization_gradients();
 void register_attention_gradients();
+void register_attention_second_order_gradients();  // api/ops/attention_second_order.cpp, by the above
 void register_trig_gradients();
 void register_clipping_gradients();  // api/optim/clipping.cpp
 }  // namespace weft
