@@ -30,6 +30,8 @@ namespace {
 
 // Columns reduced together by one task when inner > 1: the accumulator row stays in L1.
 constexpr int64_t kTile = 1024;
+// Rows narrower than this many elements are added several at a time (reduce_contiguous).
+constexpr int64_t kNarrowRow = 256;
 // Elements one task reduces before a long reduction is split into blocks with separate partials.
 constexpr int64_t kBlockElems = 1 << 15;
 
@@ -45,6 +47,8 @@ struct SumReducer {
   using Acc = SumAcc<T>;
   using Out = T;
   static constexpr bool kHasIdentity = true;
+  // Rows may be added in any fixed grouping (see reduce_contiguous's narrow rows).
+  static constexpr bool kRegroupRows = true;
   static T empty_value() { return T(0); }
   static Acc run(const T* x, int64_t n, int64_t) { return static_cast<Acc>(sum_run(x, n)); }
   static void first_row(Acc* __restrict a, const T* __restrict x, int64_t len, int64_t) {
@@ -77,6 +81,8 @@ struct ExtremeReducer {
   using Acc = T;
   using Out = T;
   static constexpr bool kHasIdentity = false;
+  // The first of equal extremes (-0 before +0) must stay the first: rows keep their order.
+  static constexpr bool kRegroupRows = false;
   static T empty_value() { return T(0); }
   static bool takes(T candidate, T current) {
     return kMax ? takes_max(candidate, current) : takes_min(candidate, current);
@@ -105,6 +111,7 @@ struct ArgMaxReducer {
     int64_t index;
   };
   using Out = int64_t;
+  static constexpr bool kRegroupRows = false;  // first_row/add_row take the row's index
   // `current` is the earlier element: it keeps ties and is never displaced once it is NaN.
   static bool takes(T candidate, T current) { return takes_max(candidate, current) & (current == current); }
   static Acc run(const T* x, int64_t n, int64_t first) {
@@ -135,11 +142,28 @@ void reduce_contiguous(ThreadPool& pool, const T* x, int64_t outer, int64_t n, i
   const int64_t task_elems = std::min(n, rows_per_block) * tile;
   const int64_t grain = std::max<int64_t>(1, kCheapGrain / task_elems);
 
+  // Narrow rows (a convolution's bias gradient sums [N*H*W, C] with C = 6): a loop of `inner`
+  // elements per row is all overhead, so `group` consecutive rows are added as one wide row of
+  // group * inner lanes and the lanes are folded at the end. The grouping follows from the shape
+  // alone, so the bits still do not depend on the machine or the thread count.
+  const int64_t group = R::kRegroupRows && inner > 1 && inner < kNarrowRow ? kNarrowRow / inner : 1;
+
   // Reduces rows [r0, r0 + rows) of columns [i0, i0 + len) of outer row o into acc[0, len).
   auto reduce_block = [=](int64_t o, int64_t r0, int64_t rows, int64_t i0, int64_t len, Acc* acc) {
     const T* p = x + (o * n + r0) * inner + i0;
     if (inner == 1) {
       acc[0] = R::run(p, rows, r0);
+      return;
+    }
+    if (group > 1 && rows >= 2 * group) {  // len == inner: a narrow row is one tile
+      Acc wide[kNarrowRow];
+      const int64_t width = group * inner, groups = rows / group;
+      R::first_row(wide, p, width, r0);
+      for (int64_t r = 1; r < groups; ++r) R::add_row(wide, p + r * width, width, r0);
+      for (int64_t i = 0; i < inner; ++i) acc[i] = wide[i];
+      for (int64_t k = 1; k < group; ++k)
+        for (int64_t i = 0; i < inner; ++i) acc[i] = R::combine(acc[i], wide[k * inner + i]);
+      for (int64_t r = groups * group; r < rows; ++r) R::add_row(acc, p + r * inner, inner, r0 + r);
       return;
     }
     R::first_row(acc, p, len, r0);
