@@ -197,6 +197,61 @@ TEST(PoolingGradients, EagerEqualsTraced) {
     }
 }
 
+// Max pooling over several channels at a time (the kernel walks each window a vector of channels
+// at a time, the last vector overlapping the one before when the count is not a multiple): values
+// with many ties, a NaN and signed zeros, in float32 and float64, against a direct loop of the
+// rule: the first maximum in window order, a NaN winning and sticking; the gradient goes to that cell.
+TEST(Pooling, ManyChannelsKeepTheFirstMaximumRule) {
+  for (DType d : {float32, float64})
+    for (int64_t channels : {5, 6, 9, 16, 17})
+      for (const PoolCase& c : {PoolCase{{2, 7, 6, channels}, {2, 2}, {2, 2}, "SAME"},
+                                PoolCase{{1, 7, 7, channels}, {3, 3}, {2, 2}, "VALID"}}) {
+        const Shape& s = c.shape;
+        std::vector<double> v(static_cast<size_t>(s.num_elements()));
+        std::mt19937 gen(static_cast<uint32_t>(channels));
+        for (double& e : v) e = static_cast<double>(static_cast<int>(gen() % 4)) - 2;  // ties everywhere
+        for (size_t i = 0; i < v.size(); i += 7) v[i] = (i / 7) % 2 ? 0.0 : -0.0;
+        v[v.size() / 3] = NAN;
+        const Tensor x = cast(constant(v, s), d);
+        GradientTape tape;
+        tape.watch(x);
+        const Tensor y = max_pool2d(x, c.ksize, c.strides, c.padding);
+        const Tensor u = cast(random::uniform(y.shape(), -1, 1, 5, float64), d);
+        const std::vector<double> got_dx = cast(tape.gradient(reduce_sum(mul(y, u)), x), float64).to_vector<double>();
+        const std::vector<double> got = cast(y, float64).to_vector<double>(), ud = cast(u, float64).to_vector<double>();
+        const int64_t oh = y.shape()[1], ow = y.shape()[2], h = s[1], w = s[2];
+        const int64_t pt = c.padding == "SAME" ? std::max<int64_t>((oh - 1) * 2 + c.ksize[0] - h, 0) / 2 : 0;
+        const int64_t pl = c.padding == "SAME" ? std::max<int64_t>((ow - 1) * 2 + c.ksize[1] - w, 0) / 2 : 0;
+        std::vector<double> want_dx(v.size(), 0.0);
+        size_t out = 0;
+        for (int64_t b = 0; b < s[0]; ++b)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j)
+              for (int64_t k = 0; k < channels; ++k, ++out) {
+                int64_t best = -1;
+                for (int64_t r = 0; r < c.ksize[0]; ++r)
+                  for (int64_t q = 0; q < c.ksize[1]; ++q) {
+                    const int64_t ih = i * c.strides[0] - pt + r, iw = j * c.strides[1] - pl + q;
+                    if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                    const int64_t at = ((b * h + ih) * w + iw) * channels + k;
+                    const double cand = v[static_cast<size_t>(at)], cur = best < 0 ? 0 : v[static_cast<size_t>(best)];
+                    if (best < 0 || (!std::isnan(cur) && (cand > cur || std::isnan(cand)))) best = at;
+                  }
+                const double want = v[static_cast<size_t>(best)];
+                const std::string where = std::string(dtype_name(d)) + " " + describe(c) + " output " + std::to_string(out);
+                if (std::isnan(want)) {
+                  EXPECT_TRUE(std::isnan(got[out])) << where;
+                } else {
+                  EXPECT_EQ(got[out], want) << where;
+                  EXPECT_EQ(std::signbit(got[out]), std::signbit(want)) << "the first of equal zeros, " << where;
+                }
+                want_dx[static_cast<size_t>(best)] += ud[out];
+              }
+        for (size_t i = 0; i < want_dx.size(); ++i)
+          EXPECT_NEAR(got_dx[i], want_dx[i], d == float32 ? 1e-5 : 1e-12) << dtype_name(d) << " " << describe(c) << " dx " << i;
+      }
+}
+
 // The 16-bit kernels compute in float32 and round once: exactly the float32 result rounded.
 TEST(Pooling, HalfTypesMatchFloat32) {
   for (DType d : {float16, bfloat16})
