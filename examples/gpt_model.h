@@ -167,4 +167,22 @@ inline StepResult train_step(const Gpt& model, optim::Optimizer& optimizer, cons
   return {l, norm};
 }
 
+// The same step under mixed_float16, with dynamic loss scaling: the loss scaled before
+// differentiating, the gradients unscaled, clipped to a global norm of 1 and applied, or the
+// step skipped and the scale halved when they overflowed (their norm, returned, is then inf or
+// NaN; clipping leaves them NaN, which the optimizer's check sees). Under DataParallel
+// unscale_gradients all-reduces the gradients first, so the clipping here is of the global
+// gradient, the same on every replica (PyTorch DistributedDataParallel's order), not of each
+// replica's as in the step above.
+inline StepResult train_step(const Gpt& model, optim::LossScaleOptimizer& optimizer, const Tensor& ids,
+                             const Tensor& targets) {
+  GradientTape tape;
+  Tensor l = loss(model(ids, /*training=*/true), targets);
+  std::vector<Variable> vars = model.trainable_variables();
+  const std::vector<Tensor> grads = optimizer.unscale_gradients(tape.gradient(optimizer.scale_loss(l), vars), vars);
+  auto [clipped, norm] = clip_by_global_norm(grads, 1.0);
+  optimizer.apply_unscaled_gradients(clipped, vars);
+  return {l, norm};
+}
+
 }  // namespace gpt

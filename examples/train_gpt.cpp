@@ -10,6 +10,7 @@
 //   ./train_gpt --out run                         # run again: resumes from run/ckpt-<n>
 //   ./train_gpt --dtype-policy mixed_bfloat16     # bfloat16 compute, float32 variables (the
 //                                                 # default of the GPU configuration)
+//   ./train_gpt --dtype-policy mixed_float16      # float16 compute with dynamic loss scaling
 //
 // Training: AdamW (betas 0.9/0.99, weight decay 0.1 on the matrices only), gradients clipped to
 // a global norm of 1, and a cosine schedule from 1e-3 to 1e-4 after 100 warm-up steps, read from
@@ -17,6 +18,13 @@
 // --eval-interval steps the validation loss (the text's last tenth) is printed and a checkpoint
 // written. Expect a validation loss near 1.9 after the 2000 CPU steps (about 4 minutes on two
 // cores); the first step's is ln(vocabulary) = 4.6.
+//
+// Under mixed_float16 the AdamW is wrapped in optim::LossScaleOptimizer: the loss is scaled
+// before differentiating, the gradients unscaled, clipped to 1 and applied, and a step whose
+// gradients overflow float16 is skipped and the scale halved (gpt::train_step). The progress bar
+// shows the loss scale, and checkpoints hold it. Skipped steps do not count as the optimizer's
+// steps, so they neither advance the schedule nor count for a resumed run, which starts at the
+// number of steps applied.
 //
 // Sampling: the prompt runs once through the model, then each new character is one decode step
 // that reuses every layer's key-value cache, so generating n characters costs O(n) projections.
@@ -34,6 +42,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpt_model.h"
@@ -44,7 +53,7 @@ namespace {
 
 struct Options {
   std::string config;  // "cpu" or "gpu"; "" picks by the devices present
-  std::string dtype_policy;  // "float32" or "mixed_bfloat16"; "" picks by the configuration
+  std::string dtype_policy;  // "float32", "mixed_bfloat16" or "mixed_float16"; "" picks by the configuration
   int64_t max_iters = 2000;
   int64_t eval_interval = 250;
   int64_t eval_iters = 20;
@@ -84,14 +93,14 @@ Options parse(int argc, char** argv) {
     else if (a == "--prompt") o.prompt = value();
     else
       throw InvalidArgument("unknown argument " + a +
-                            " (known: --config cpu|gpu --dtype-policy float32|mixed_bfloat16 --max-iters --eval-interval --eval-iters --warmup-iters --lr "
+                            " (known: --config cpu|gpu --dtype-policy float32|mixed_bfloat16|mixed_float16 --max-iters --eval-interval --eval-iters --warmup-iters --lr "
                             "--min-lr --seed --data --out --sample-tokens --temperature --top-k --prompt)");
   }
   if (o.config != "" && o.config != "cpu" && o.config != "gpu")
     throw InvalidArgument("--config is cpu or gpu, got " + o.config);
-  if (o.dtype_policy != "" && o.dtype_policy != "float32" && o.dtype_policy != "mixed_bfloat16")
-    throw InvalidArgument("--dtype-policy is float32 or mixed_bfloat16, got " + o.dtype_policy +
-                          " (mixed_float16 needs loss scaling: optim::LossScaleOptimizer)");
+  if (o.dtype_policy != "" && o.dtype_policy != "float32" && o.dtype_policy != "mixed_bfloat16" &&
+      o.dtype_policy != "mixed_float16")
+    throw InvalidArgument("--dtype-policy is float32, mixed_bfloat16 or mixed_float16, got " + o.dtype_policy);
   if (o.max_iters < 1 || o.eval_interval < 1 || o.eval_iters < 1 || o.top_k < 1 || !(o.temperature > 0))
     throw InvalidArgument("--max-iters, --eval-interval, --eval-iters, --top-k and --temperature must be positive");
   return o;
@@ -203,18 +212,28 @@ int main(int argc, char** argv) try {
   optim::CosineDecay schedule(opt.learning_rate, std::max<int64_t>(1, opt.max_iters - opt.warmup_iters),
                               opt.min_learning_rate / opt.learning_rate, opt.warmup_iters);
   optim::AdamW optimizer = gpt::adamw(schedule);
+  // float16's range needs loss scaling; the scaler steps `optimizer` itself (they share its state).
+  std::optional<optim::LossScaleOptimizer> scaler;
+  if (policy == "mixed_float16") scaler.emplace(optimizer);
 
-  // Checkpoints hold the model and the optimizer, whose step counter says where to resume.
+  // Checkpoints hold the model and the optimizer, whose step counter says where to resume (and
+  // under mixed_float16 the loss scale).
   std::optional<CheckpointManager> checkpoints;
   if (!opt.out.empty()) {
-    checkpoints.emplace(Checkpoint({{"model", model}, {"optimizer", optimizer}}), opt.out, 3);
+    std::vector<std::pair<std::string, Trackable>> saved{{"model", model}, {"optimizer", optimizer}};
+    if (scaler) {
+      saved.emplace_back("loss_scale", scaler->loss_scale_variable());
+      saved.emplace_back("loss_scale_good_steps", scaler->good_steps_variable());
+    }
+    checkpoints.emplace(Checkpoint(std::move(saved)), opt.out, 3);
     const std::string resumed = checkpoints->restore_or_initialize();
     if (!resumed.empty())
       std::printf("resumed from %s at step %lld\n", resumed.c_str(), static_cast<long long>(optimizer.iterations()));
   }
 
   auto step = dp.function([&](Tensor x, Tensor y) {
-    const gpt::StepResult r = gpt::train_step(model, optimizer, x, y);
+    const gpt::StepResult r =
+        scaler ? gpt::train_step(model, *scaler, x, y) : gpt::train_step(model, optimizer, x, y);
     return std::make_tuple(r.loss, r.gradient_norm);
   });
   auto evaluate = function([&](Tensor x, Tensor y) { return gpt::loss(model(x, /*training=*/false), y); });
@@ -238,9 +257,10 @@ int main(int argc, char** argv) try {
       auto [x, y] = random_batch(train, config.batch, config.block_size, rng);
       auto [loss, norm] = step(x, y);
       loss_sum += loss.item<float>();
-      bar.update(s, {{"loss", loss_sum / static_cast<double>(s)},
-                     {"grad norm", norm.item<float>()},
-                     {"lr", schedule(iter)}});
+      std::vector<std::pair<std::string, double>> shown{
+          {"loss", loss_sum / static_cast<double>(s)}, {"grad norm", norm.item<float>()}, {"lr", schedule(iter)}};
+      if (scaler) shown.emplace_back("loss scale", scaler->loss_scale());
+      bar.update(s, shown);
     }
     std::mt19937_64 eval_rng(static_cast<uint64_t>(opt.seed) + 7);
     const double train_loss = mean_loss(train, eval_rng), val_loss = mean_loss(val, eval_rng);

@@ -34,11 +34,28 @@ Tensor LossScaleOptimizer::scale_loss(const Tensor& loss, const std::source_loca
 
 double LossScaleOptimizer::loss_scale() const { return scale_.state()->value.item<float>(); }
 
+namespace {
+
+void check_sizes(const char* fn, const std::vector<Tensor>& grads, const std::vector<Variable>& vars) {
+  if (grads.size() != vars.size())
+    throw InvalidArgument(std::string("[LossScaleOptimizer::") + fn + "] " + std::to_string(grads.size()) +
+                          " gradients for " + std::to_string(vars.size()) + " variables");
+}
+
+}  // namespace
+
+std::vector<Tensor> LossScaleOptimizer::divide_by_scale(const std::vector<Tensor>& grads,
+                                                        const std::source_location& loc) const {
+  const Tensor scale = scale_.value(loc);
+  std::vector<Tensor> unscaled(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) unscaled[i] = div(grads[i], cast(scale, grads[i].dtype(), loc), loc);
+  return unscaled;
+}
+
 Operation LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, const std::vector<Variable>& vars,
                                          const std::source_location& loc) {
-  if (grads.size() != vars.size())
-    throw InvalidArgument("[LossScaleOptimizer] " + std::to_string(grads.size()) + " gradients for " +
-                          std::to_string(vars.size()) + " variables");
+  check_sizes("apply_gradients", grads, vars);
   // Under DataParallel the gradients are all-reduced here, before the check, so every replica
   // sees the same sums and takes (or skips) the same step; the inner optimizer then applies them
   // without reducing again.
@@ -47,13 +64,48 @@ Operation LossScaleOptimizer::apply_gradients(const std::vector<Tensor>& grads, 
   const std::vector<Tensor> reduced = replicas ? replicas->all_reduce_gradients(grads, vars, loc) : grads;
   const distribute::ReplicaContextScope reduced_already(nullptr);
   const size_t first_effect = b ? b->side_effects().size() : 0;
+  return step_or_skip(divide_by_scale(reduced, loc), vars, first_effect, loc);
+}
 
-  const Tensor scale = scale_.value(loc);
-  std::vector<Tensor> unscaled(reduced.size());
-  for (size_t i = 0; i < reduced.size(); ++i)
-    if (reduced[i].defined()) unscaled[i] = div(reduced[i], cast(scale, reduced[i].dtype(), loc), loc);
+std::vector<Tensor> LossScaleOptimizer::unscale_gradients(const std::vector<Tensor>& grads,
+                                                          const std::vector<Variable>& vars,
+                                                          const std::source_location& loc) {
+  check_sizes("unscale_gradients", grads, vars);
+  // Under DataParallel: all-reduced once, here, so that clipping sees the global gradient and
+  // apply_unscaled_gradients (which reduces nothing) applies the same update on every replica.
+  GraphBuilder* b = current_builder();
+  distribute::ReplicaContext* replicas = b ? distribute::current_replica_context() : nullptr;
+  if (!replicas) return divide_by_scale(grads, loc);
+  const std::vector<Tensor> reduced = replicas->all_reduce_gradients(grads, vars, loc);
+  reduced_in_ = b;
+  return divide_by_scale(reduced, loc);
+}
+
+Operation LossScaleOptimizer::apply_unscaled_gradients(const std::vector<Tensor>& grads,
+                                                       const std::vector<Variable>& vars,
+                                                       const std::source_location& loc) {
+  check_sizes("apply_unscaled_gradients", grads, vars);
+  GraphBuilder* b = current_builder();
+  if (b && distribute::current_replica_context()) {
+    const bool reduced = reduced_in_ == b;
+    reduced_in_ = nullptr;
+    if (!reduced)
+      throw FailedPrecondition(
+          "[LossScaleOptimizer::apply_unscaled_gradients] in a DataParallel step the gradients must come from "
+          "unscale_gradients earlier in the same step, which all-reduces them over the replicas (this call "
+          "does not); use apply_gradients for gradients of the scaled loss as they are");
+  }
+  const distribute::ReplicaContextScope reduced_already(nullptr);
+  const size_t first_effect = b ? b->side_effects().size() : 0;
+  return step_or_skip(grads, vars, first_effect, loc);
+}
+
+Operation LossScaleOptimizer::step_or_skip(const std::vector<Tensor>& unscaled, const std::vector<Variable>& vars,
+                                          size_t first_effect, const std::source_location& loc) {
+  GraphBuilder* b = current_builder();
   // The norm is inf or NaN exactly when some element is (or the sum of squares overflows, which
-  // only gradients near float's limit do: such a step is skipped as well).
+  // only gradients near float's limit do: such a step is skipped as well). Gradients clipped by
+  // clip_by_global_norm after a non-finite norm are all NaN, so they are caught here too.
   const Tensor finite = less(global_norm(unscaled, loc), std::numeric_limits<double>::infinity(), loc);
 
   auto good_step = [&] {

@@ -1,12 +1,14 @@
 // Mixed precision: nn::set_dtype_policy (the dtypes each layer computes and keeps its variables
 // in, float32 gradients, losses in float32, a bfloat16 transformer training eagerly and traced)
 // and optim::LossScaleOptimizer (scaling, a step with an infinite gradient skipped and the scale
-// halved, growth after a run of good steps, eager against traced, a float16 model training).
+// halved, growth after a run of good steps, eager against traced, a float16 model training;
+// unscale_gradients, then clipping, then apply_unscaled_gradients).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/weft.h"
@@ -149,6 +151,90 @@ TEST_F(MixedPrecision, LossScalingSkipsANonFiniteStepHalvesTheScaleAndGrowsAfter
   }
   EXPECT_THROW(optim::LossScaleOptimizer(optim::SGD(0.1), 0.5), InvalidArgument);
   EXPECT_THROW(optim::LossScaleOptimizer(optim::SGD(0.1), 2.0, 0), InvalidArgument);
+}
+
+// unscale_gradients gives the gradients of the unscaled loss (a power-of-two scale divides
+// exactly) and changes nothing; an undefined gradient stays undefined.
+TEST_F(MixedPrecision, UnscaledGradientsAreTheTrueOnes) {
+  for (bool traced : {false, true}) {
+    SCOPED_TRACE(traced ? "traced" : "eager");
+    Variable w(constant(std::vector<float>{1.0f, 2.0f, 3.0f}, Shape{3}), "w");
+    Variable unused(constant(0.0f), "unused");
+    optim::LossScaleOptimizer opt(optim::SGD(0.5), /*initial_scale=*/4096, 2);
+    const std::vector<Variable> vars{w, unused};
+    auto body = [&](Tensor g) {
+      GradientTape tape;
+      Tensor loss = reduce_sum(mul(w.value(), g));
+      std::vector<Tensor> scaled = tape.gradient(opt.scale_loss(loss), vars);
+      scaled[1] = Tensor();  // (the tape gives an unconnected variable zeros)
+      const std::vector<Tensor> grads = opt.unscale_gradients(scaled, vars);
+      EXPECT_EQ(grads.size(), 2u);
+      EXPECT_FALSE(grads[1].defined());
+      return std::make_tuple(scaled[0], grads[0]);
+    };
+    auto traced_body = function(body);
+    const Tensor g = constant(std::vector<float>{0.25f, -3.0f, 1e-3f}, Shape{3});
+    auto [scaled, unscaled] = traced ? traced_body(g) : body(g);
+    EXPECT_EQ(scaled.to_vector<float>(), (std::vector<float>{1024.0f, -12288.0f, 4096.0f * 1e-3f}));
+    EXPECT_EQ(unscaled.to_vector<float>(), g.to_vector<float>());
+    EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{1.0f, 2.0f, 3.0f}));
+    EXPECT_EQ(opt.loss_scale(), 4096.0);
+    EXPECT_EQ(opt.iterations(), 0);
+  }
+  optim::LossScaleOptimizer opt(optim::SGD(0.5));
+  EXPECT_THROW(opt.unscale_gradients({constant(1.0f)}, {}), InvalidArgument);
+  EXPECT_THROW(opt.apply_unscaled_gradients({constant(1.0f)}, {}), InvalidArgument);
+}
+
+// PyTorch's scaler.unscale_, clip_grad_norm_, scaler.step: the update is lr * g * min(1, c/|g|)
+// with the true g; the scale is divided out once (dividing twice would leave g / 1024, inside the
+// clip norm, and a far smaller step). An infinite or NaN gradient, clipped (to NaNs), still skips
+// the step and halves the scale; then good steps grow it again.
+TEST_F(MixedPrecision, UnscaleThenClipThenApplyIsTheFormulaAndAnInfiniteGradientStillSkips) {
+  for (bool traced : {false, true}) {
+    SCOPED_TRACE(traced ? "traced" : "eager");
+    Variable w(constant(std::vector<float>{1.0f, 2.0f}, Shape{2}), "w");
+    optim::LossScaleOptimizer opt(optim::SGD(0.5), /*initial_scale=*/1024, /*dynamic_growth_steps=*/2);
+    auto body = [&](Tensor g) {
+      GradientTape tape;
+      Tensor loss = reduce_sum(mul(w.value(), g));
+      const std::vector<Variable> vars{w};
+      const std::vector<Tensor> grads = opt.unscale_gradients(tape.gradient(opt.scale_loss(loss), vars), vars);
+      auto [clipped, norm] = clip_by_global_norm(grads, /*clip_norm=*/1.0);
+      opt.apply_unscaled_gradients(clipped, vars);
+      return norm;
+    };
+    auto traced_step = function(body);
+    auto run = [&](std::vector<float> g) {
+      const Tensor t = constant(g, Shape{2});
+      return (traced ? traced_step(t) : body(t)).item<float>();
+    };
+    auto expect_w = [&](std::vector<float> expected) {
+      const std::vector<float> got = w.value().to_vector<float>();
+      for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6f) << i;
+    };
+    EXPECT_EQ(run({3.0f, -4.0f}), 5.0f);  // |g| = 5: clipped to (0.6, -0.8)
+    expect_w({1.0f - 0.5f * 0.6f, 2.0f + 0.5f * 0.8f});
+    EXPECT_EQ(opt.loss_scale(), 1024.0);
+    EXPECT_EQ(opt.iterations(), 1);
+    EXPECT_NEAR(run({0.3f, 0.4f}), 0.5f, 1e-6f);  // within the clip norm: g itself
+    expect_w({0.7f - 0.15f, 2.4f - 0.2f});
+    EXPECT_EQ(opt.loss_scale(), 2048.0);  // two good steps: the scale doubles
+    EXPECT_EQ(opt.iterations(), 2);
+    const std::vector<float> before = w.value().to_vector<float>();
+    EXPECT_TRUE(std::isinf(run({std::numeric_limits<float>::infinity(), 1.0f})));
+    EXPECT_EQ(w.value().to_vector<float>(), before);  // skipped
+    EXPECT_EQ(opt.loss_scale(), 1024.0);
+    EXPECT_EQ(opt.iterations(), 2);
+    EXPECT_TRUE(std::isnan(run({std::nanf(""), 1.0f})));
+    EXPECT_EQ(w.value().to_vector<float>(), before);
+    EXPECT_EQ(opt.loss_scale(), 512.0);
+    EXPECT_EQ(opt.good_steps_variable().value().item<float>(), 0.0f);
+    run({0.0f, 2.0f});  // clipped to (0, 1)
+    expect_w({before[0], before[1] - 0.5f});
+    EXPECT_EQ(opt.loss_scale(), 512.0);
+    EXPECT_EQ(opt.iterations(), 3);
+  }
 }
 
 // TF1 style: the train op of a Session runs the cond; a run with an infinite gradient skips.
