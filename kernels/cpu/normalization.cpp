@@ -7,8 +7,9 @@
 // x is viewed as [rows, C] (every axis but the last is a row). Per-channel sums run in parallel
 // over fixed blocks of rows, each block's sums kept apart and added in block order, so the result
 // does not depend on the thread count; they accumulate in double whatever T is (a float32 sum
-// over a large batch would lose the small variances). The variance is the mean of squared
-// deviations from the mean, taken in a second pass rather than E[x^2] - E[x]^2, which cancels.
+// over a large batch would lose the small variances). The statistics take one pass, as sums of
+// d = x - K and d^2 with K one of the channel's values (the layer norm's method, below): plain
+// E[x^2] - E[x]^2 would cancel when |mean| >> std, a second pass over x cost a third of the kernel.
 // Then one parallel pass applies the per-channel affine map y = x * a + b, channels innermost.
 #include <algorithm>
 #include <cmath>
@@ -86,19 +87,25 @@ void batch_norm_kernel(KernelContext& c) {
   std::vector<double> mean(C), var(C);
   if (training) {
     const double m = static_cast<double>(v.rows);  // 0 rows: 0 / 0 gives NaN statistics, as TensorFlow's
-    const std::vector<double> sum = channel_sums<1>(c.pool(), v, [&](int64_t r, double* acc) {
-      const T* row = x + r * v.c;
-      for (int64_t ch = 0; ch < v.c; ++ch) acc[ch] += static_cast<double>(row[ch]);
-    });
-    for (size_t ch = 0; ch < C; ++ch) mean[ch] = sum[ch] / m;
-    const std::vector<double> sq = channel_sums<1>(c.pool(), v, [&](int64_t r, double* acc) {
+    // One pass: sums of d = x - K and of d^2, K being the channel's value in the first row (the
+    // shift that makes one pass sound; see the layer norm's statistics below).
+    std::vector<double> shift(C, 0.0);
+    if (v.rows > 0)
+      for (size_t ch = 0; ch < C; ++ch) shift[ch] = static_cast<double>(x[ch]);
+    const std::vector<double> sums = channel_sums<2>(c.pool(), v, [&](int64_t r, double* acc) {
       const T* row = x + r * v.c;
       for (int64_t ch = 0; ch < v.c; ++ch) {
-        const double d = static_cast<double>(row[ch]) - mean[ch];
-        acc[ch] += d * d;
+        const double d = static_cast<double>(row[ch]) - shift[ch];
+        acc[ch] += d;
+        acc[v.c + ch] += d * d;
       }
     });
-    for (size_t ch = 0; ch < C; ++ch) var[ch] = sq[ch] / m;
+    for (size_t ch = 0; ch < C; ++ch) {
+      const double mean_d = sums[ch] / m;
+      mean[ch] = shift[ch] + mean_d;
+      const double v2 = sums[C + ch] / m - mean_d * mean_d;
+      var[ch] = v2 < 0 ? 0.0 : v2;  // rounding can leave a constant channel's -0.0000001; NaN stays
+    }
   } else {
     const T* mean_in = c.input(3).data<T>();
     const T* var_in = c.input(4).data<T>();

@@ -75,6 +75,33 @@ TEST(BatchNorm, TrainingNormalisesByTheBatchStatistics) {
   }
 }
 
+// The statistics take one pass over x (sums of x - K and its square, K one of the channel's
+// values): a channel whose mean is far from zero and whose spread is small, over many rows in
+// float32, still gets its variance to float32 precision, where E[x^2] - E[x]^2 would cancel
+// to nothing; a constant channel gets exactly 0; an empty batch NaN.
+TEST(BatchNorm, OnePassStatisticsSurviveALargeMean) {
+  const int64_t rows = 65536;
+  std::vector<float> v(static_cast<size_t>(rows * 3));
+  for (int64_t r = 0; r < rows; ++r) {
+    v[r * 3] = 1.0e4f + static_cast<float>((r * 7919) % 101) * 1e-2f;  // mean ~1e4, std ~0.29
+    v[r * 3 + 1] = -3.5f;                                               // constant
+    v[r * 3 + 2] = static_cast<float>((r * 31) % 17) - 8.0f;
+  }
+  const Tensor x = constant(v, Shape{rows, 3});
+  const BatchNormResult got = fused_batch_norm(x, ones({3}), zeros({3}), {}, {}, 1e-3, true);
+  std::vector<double> xd(v.begin(), v.end()), mean, var;
+  moments(xd, 3, &mean, &var);
+  const std::vector<float> bm = got.batch_mean.to_vector<float>(), bv = got.batch_variance.to_vector<float>();
+  for (int64_t k = 0; k < 3; ++k) {
+    EXPECT_NEAR(bm[k], mean[k], std::abs(mean[k]) * 1e-6 + 1e-6) << "channel " << k;
+    EXPECT_NEAR(bv[k], var[k], var[k] * 1e-5) << "channel " << k;
+  }
+  EXPECT_EQ(bv[1], 0.0f);
+  const BatchNormResult empty = fused_batch_norm(zeros({0, 2}), ones({2}), zeros({2}), {}, {}, 1e-3, true);
+  for (float m : empty.batch_mean.to_vector<float>()) EXPECT_TRUE(std::isnan(m));
+  for (float s : empty.batch_variance.to_vector<float>()) EXPECT_TRUE(std::isnan(s));
+}
+
 TEST(BatchNorm, TrainingIgnoresTheMovingStatistics) {
   const Tensor x = u64({4, 3}, 5, -1, 1), g = ones({3}, float64), b = zeros({3}, float64);
   const Tensor a = fused_batch_norm(x, g, b, {}, {}, 1e-3, true).y;
