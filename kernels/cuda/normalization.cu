@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -114,8 +115,16 @@ int64_t channels(const Tensor& x) { return x.shape()[x.shape().rank() - 1]; }
 
 unsigned channel_blocks(int64_t c) { return static_cast<unsigned>((c + kChannelThreads - 1) / kChannelThreads); }
 
+// The activation that graph fusion adds on CPUs only (scheduler/passes/fuse_batch_norm.cpp): a
+// node that has one here was placed or edited by hand.
+inline void refuse_activation(KernelContext& ctx) {
+  const std::string a = ctx.attrs.get_or<std::string>("activation", "");
+  if (!a.empty()) ctx.fail("activation \"" + a + "\" is fused on CPUs only; on CUDA it runs as an op of its own");
+}
+
 template <class T, class P>
 void batch_norm(KernelContext& ctx) {
+  refuse_activation(ctx);
   const Tensor& xt = ctx.input(0);
   const int64_t c = channels(xt);
   if (c == 0) return;
@@ -141,6 +150,7 @@ void batch_norm(KernelContext& ctx) {
 
 template <class T, class P>
 void batch_norm_grad(KernelContext& ctx) {
+  refuse_activation(ctx);
   const Tensor& xt = ctx.input(1);
   const int64_t c = channels(xt);
   if (c == 0) return;

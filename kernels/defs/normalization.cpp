@@ -12,6 +12,11 @@
 // the small variances. batch_variance is the biased (population) variance, the one that
 // normalises; saved_inv_std = 1 / sqrt(variance + epsilon) spares the gradient the recomputation.
 //
+// "activation" (optional, "" or "relu"; graph fusion sets it, never the front-end): FusedBatchNorm
+// returns relu(y) as its y, and FusedBatchNormGrad takes a sixth input, that activated y, and
+// reads its dy as ReluGrad(dy, y) -- the batch norm then relu of a ResNet block, and their
+// gradients, without a pass of their own over the activations (scheduler/passes/fuse_batch_norm).
+//
 // In training the mean and variance inputs are not read: they may be the moving statistics or
 // empty [0] vectors (fused_batch_norm passes empty ones when given none). In inference they are
 // required, [C], and batch_mean / batch_variance are them, passed through.
@@ -69,9 +74,17 @@ double epsilon_of(const InferContext& ctx) {
   return eps;
 }
 
+// The activation attribute: "" (none) or "relu".
+bool relu_activation(const InferContext& ctx) {
+  const std::string a = ctx.attrs().get_or<std::string>("activation", "");
+  if (a != "" && a != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + a + "\"");
+  return a == "relu";
+}
+
 void infer_batch_norm(InferContext& ctx) {
   check_dtype_in(ctx, 0, kFloatingOrHalf);
   epsilon_of(ctx);
+  relu_activation(ctx);
   const bool training = ctx.attrs().get<bool>("is_training");
   const DType p = param_dtype(ctx.input_dtype(0));
   int64_t c = channels_of(ctx, 0, "x");
@@ -100,6 +113,13 @@ void infer_batch_norm_grad(InferContext& ctx) {
   check_param(ctx, 2, "scale", p, &c, false);
   check_param(ctx, 3, "saved_mean", p, &c, false);
   check_param(ctx, 4, "saved_inv_std", p, &c, false);
+  const bool relu = relu_activation(ctx);
+  if (ctx.num_inputs() != (relu ? 6 : 5))
+    ctx.fail(std::string("takes ") + (relu ? "6 inputs with activation \"relu\" (the activated y last)" : "5 inputs") +
+             ", got " + std::to_string(ctx.num_inputs()));
+  if (relu && (ctx.input_dtype(5) != ctx.input_dtype(1) || ctx.input_shape(5) != x))
+    ctx.fail("the activated y " + std::string(dtype_name(ctx.input_dtype(5))) + " " + ctx.input_shape(5).to_string() +
+             " does not match x " + std::string(dtype_name(ctx.input_dtype(1))) + " " + x.to_string());
   ctx.set_num_outputs(3);
   ctx.set_output(0, ctx.input_dtype(1), x);
   ctx.set_output(1, p, Shape{c});
@@ -229,11 +249,13 @@ Cost layer_norm_cost(const InferContext& ctx) {
 void register_normalization_defs() {
   op_registry().add({.name = "FusedBatchNorm", .display = "fused_batch_norm", .min_inputs = 5, .max_inputs = 5,
                      .num_outputs = 4,
-                     .attrs = {{"epsilon", AttrType::Float, false}, {"is_training", AttrType::Bool}},
+                     .attrs = {{"epsilon", AttrType::Float, false}, {"is_training", AttrType::Bool},
+                               {"activation", AttrType::String, false}},
                      .infer = infer_batch_norm, .cost = batch_norm_cost});
   op_registry().add({.name = "FusedBatchNormGrad", .display = "fused_batch_norm_grad", .min_inputs = 5,
-                     .max_inputs = 5, .num_outputs = 3,
-                     .attrs = {{"epsilon", AttrType::Float, false}, {"is_training", AttrType::Bool}},
+                     .max_inputs = 6, .num_outputs = 3,
+                     .attrs = {{"epsilon", AttrType::Float, false}, {"is_training", AttrType::Bool},
+                               {"activation", AttrType::String, false}},
                      .infer = infer_batch_norm_grad, .cost = batch_norm_cost});
   op_registry().add({.name = "LayerNorm", .display = "layer_norm", .min_inputs = 3, .max_inputs = 3,
                      .num_outputs = 3,

@@ -287,6 +287,80 @@ int fuse_dense(GraphIR& g) {
   return removed;
 }
 
+// ---- FusedBatchNorm then Relu, ReluGrad then FusedBatchNormGrad -> the activation inside ----
+//
+// A ResNet block's batch norm and relu, and their gradients, as one node each (the "activation"
+// attribute, kernels/defs/normalization.cpp): one pass over the activations fewer each way.
+// Products' rule for where: on CPUs only (on CUDA the kernels refuse the attribute).
+
+// The (reader, slot) pairs reading output `out`.
+std::vector<GraphIR::Use> readers_of(const GraphIR& g, const Facts& f, Endpoint out) {
+  std::vector<GraphIR::Use> readers;
+  for (const GraphIR::Use& u : f.uses[static_cast<size_t>(out.node)])
+    if (g.node(u.node).inputs[static_cast<size_t>(u.slot)] == out) readers.push_back(u);
+  return readers;
+}
+
+// Whether `absorbed` (whose output 0 only `bn` is to read, directly or through the rewiring) may
+// vanish into batch norm node `bn`.
+bool can_fold_activation(const GraphIR& g, const Facts& f, int32_t absorbed, int32_t bn) {
+  const Node& a = g.node(absorbed);
+  const Node& b = g.node(bn);
+  const size_t i = static_cast<size_t>(absorbed);
+  return a.control_inputs.empty() && !f.is_initializer[i] && f.product_ok[i] && f.product_ok[static_cast<size_t>(bn)] &&
+         a.requested_device == b.requested_device && a.assigned_device == b.assigned_device &&
+         is_float(a.outputs[0].dtype) && b.attrs.get_or<std::string>("activation", "").empty();
+}
+
+int fuse_batch_norm_activations(GraphIR& g) {
+  const Facts f(g);
+  auto is_result = [&](Endpoint e) { return std::find(g.results.begin(), g.results.end(), e) != g.results.end(); };
+  std::vector<std::pair<Endpoint, Endpoint>> rewire;
+  std::vector<int32_t> gone;
+  std::vector<std::pair<int32_t, int32_t>> dependents;  // (node that waited for a gone one, its batch norm)
+  auto absorb = [&](int32_t absorbed, int32_t bn) {
+    gone.push_back(absorbed);
+    for (int32_t d : f.control_dependents[static_cast<size_t>(absorbed)]) dependents.emplace_back(d, bn);
+  };
+  for (int32_t id : g.node_ids()) {
+    Node& n = g.node(id);
+    if (n.type() == "FusedBatchNorm") {
+      const std::vector<GraphIR::Use> readers = readers_of(g, f, {id, 0});
+      if (readers.size() != 1 || is_result({id, 0})) continue;
+      const int32_t relu = readers[0].node;
+      if (g.node(relu).type() != "Relu" || !can_fold_activation(g, f, relu, id) ||
+          g.node(relu).outputs[0].dtype != n.outputs[0].dtype)
+        continue;
+      n.attrs.set("activation", std::string("relu"));
+      rewire.push_back({{relu, 0}, {id, 0}});
+      absorb(relu, id);
+    } else if (n.type() == "FusedBatchNormGrad" && n.inputs.size() == 5) {
+      const int32_t rg = n.inputs[0].node;
+      const Node& r = g.node(rg);
+      if (r.type() != "ReluGrad" || r.inputs.size() != 2 || n.inputs[0].index != 0 ||
+          readers_of(g, f, {rg, 0}).size() != 1 || is_result({rg, 0}) || !can_fold_activation(g, f, rg, id))
+        continue;
+      // ReluGrad never broadcasts: dy and the mask's y are x's shape (the kernel checks it again
+      // where dims are unknown here).
+      const TensorMeta& x = g.meta(n.inputs[1]);
+      const TensorMeta& dy = g.meta(r.inputs[0]);
+      const TensorMeta& y = g.meta(r.inputs[1]);
+      if (dy.dtype != x.dtype || y.dtype != x.dtype || dy.shape != x.shape || y.shape != x.shape) continue;
+      const Endpoint relu_dy = r.inputs[0], relu_y = r.inputs[1];
+      n.inputs[0] = relu_dy;
+      n.inputs.push_back(relu_y);
+      n.attrs.set("activation", std::string("relu"));
+      absorb(rg, id);
+    }
+  }
+  if (gone.empty()) return 0;
+  g.replace_uses(rewire);
+  g.remove_nodes(gone);
+  for (const auto& [node, bn] : dependents)
+    if (g.alive(node)) g.add_control_input(node, bn);
+  return static_cast<int>(gone.size());
+}
+
 // ---- elementwise groups -> FusedElementwise ----
 
 // Grows a group backwards from `root`: a producer joins once every reader of it is in the group.
@@ -399,7 +473,8 @@ int fuse_elementwise_groups(GraphIR& g) {
 int fuse_elementwise(GraphIR& g) {
   // Dense layers first: their bias add and activation would otherwise fuse with each other and
   // leave the GEMM writing and the fused node reading back the whole output.
-  int removed = fuse_dense(g);
+  int removed = fuse_batch_norm_activations(g);
+  removed += fuse_dense(g);
   removed += fuse_elementwise_groups(g);
   return removed;
 }

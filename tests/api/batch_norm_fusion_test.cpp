@@ -1,0 +1,117 @@
+// The fusion pass folds a Relu after a FusedBatchNorm into it, and the ReluGrad before a
+// FusedBatchNormGrad into that (the "activation" attribute): the traced graph of a ResNet-style
+// training step holds neither Relu nor ReluGrad, and its results are the bits of the unfused ops
+// run eagerly, in float32 and float64, training and inference. A batch norm whose output has
+// another reader keeps its Relu. A node with an unknown activation, or the gradient with the
+// wrong inputs for its activation, is an InvalidArgument naming it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "api/dispatch.h"
+#include "runtime/graph.h"
+#include "runtime/op_registry.h"
+#include "runtime/tensor_internals.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (int32_t id : g.ir().node_ids()) {
+    const Node& n = g.ir().node(id);
+    const std::string act = n.attrs.get_or<std::string>("activation", "");
+    ++counts[n.type() + (act.empty() ? "" : "/" + act)];
+  }
+  return counts;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(raw_data(a), raw_data(b), static_cast<size_t>(a.nbytes())) == 0;
+}
+
+// The gradients of sum(relu(batch_norm(x)) * w) in x, gamma and beta, and the activations.
+std::vector<Tensor> block(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& w, bool training) {
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(gamma);
+  tape.watch(beta);
+  const int64_t c = x.shape()[x.shape().rank() - 1];
+  const Tensor mean = training ? Tensor() : zeros({c}, x.dtype()), var = training ? Tensor() : ones({c}, x.dtype());
+  const Tensor y = relu(fused_batch_norm(x, gamma, beta, mean, var, 1e-3, training).y);
+  std::vector<Tensor> out = tape.gradient(reduce_sum(mul(y, w)), {x, gamma, beta});
+  out.push_back(y);
+  return out;
+}
+
+TEST(BatchNormFusion, ReluAndItsGradientFoldIntoTheBatchNormWithTheBitsOfTheSeparateOps) {
+  for (DType dt : {float32, float64})
+    for (const Shape& s : {Shape{8, 5, 5, 6}, Shape{4, 3, 3, 16}, Shape{9, 7}})
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " " + s.to_string() + (training ? " training" : " inference"));
+        const int64_t c = s[s.rank() - 1];
+        const Tensor x = cast(random::normal(s, 0.3, 1, 1), dt), w = cast(random::normal(s, 0, 1, 2), dt);
+        const Tensor gamma = cast(random::uniform({c}, 0.5, 2, 3), dt), beta = cast(random::normal({c}, 0, 0.5, 4), dt);
+        auto traced = function([training](const Tensor& a, const Tensor& g, const Tensor& b, const Tensor& ww) {
+          return block(a, g, b, ww, training);
+        });
+        const auto counts = op_counts(traced.graph(x, gamma, beta, w));
+        EXPECT_EQ(counts.count("Relu"), 0u);
+        EXPECT_EQ(counts.count("ReluGrad"), 0u);
+        EXPECT_EQ(counts.count("FusedBatchNorm/relu"), 1u);
+        EXPECT_EQ(counts.count("FusedBatchNormGrad/relu"), 1u);
+        const std::vector<Tensor> got = traced(x, gamma, beta, w), want = block(x, gamma, beta, w, training);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "result " << i;
+      }
+}
+
+TEST(BatchNormFusion, ABatchNormReadElsewhereKeepsItsRelu) {
+  const Tensor x = random::normal({4, 3, 3, 8}, 0, 1, 5);
+  auto traced = function([](const Tensor& a) {
+    const Tensor y = fused_batch_norm(a, ones({8}), zeros({8}), {}, {}, 1e-3, true).y;
+    return std::vector<Tensor>{relu(y), y};
+  });
+  const auto counts = op_counts(traced.graph(x));
+  EXPECT_EQ(counts.count("FusedBatchNorm/relu"), 0u);
+  EXPECT_EQ(counts.count("FusedBatchNorm"), 1u);
+}
+
+template <class F>
+std::string invalid_argument(F f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InvalidArgument";
+  return "";
+}
+
+TEST(BatchNormFusion, BadActivationAttributesAreInvalidArgument) {
+  const Tensor x = random::normal({4, 3}, 0, 1, 6), g = ones({3}), b = zeros({3}), e = zeros({0});
+  const std::string tanh_error = invalid_argument([&] {
+    dispatch(op_def("FusedBatchNorm"), std::vector<Tensor>{x, g, b, e, e},
+             Attrs{{"is_training", true}, {"activation", std::string("tanh")}});
+  });
+  EXPECT_NE(tanh_error.find("activation"), std::string::npos) << tanh_error;
+  EXPECT_NE(tanh_error.find("tanh"), std::string::npos) << tanh_error;
+  const std::string missing_y = invalid_argument([&] {
+    dispatch(op_def("FusedBatchNormGrad"), std::vector<Tensor>{x, x, g, b, g},
+             Attrs{{"is_training", true}, {"activation", std::string("relu")}});
+  });
+  EXPECT_NE(missing_y.find("6 inputs"), std::string::npos) << missing_y;
+  const std::string wrong_y = invalid_argument([&] {
+    dispatch(op_def("FusedBatchNormGrad"), std::vector<Tensor>{x, x, g, b, g, random::normal({4, 2}, 0, 1, 7)},
+             Attrs{{"is_training", true}, {"activation", std::string("relu")}});
+  });
+  EXPECT_NE(wrong_y.find("activated y"), std::string::npos) << wrong_y;
+}
+
+}  // namespace
+}  // namespace weft
