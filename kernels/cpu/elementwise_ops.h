@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/elementwise.h"
@@ -25,6 +26,21 @@
 #include "runtime/kernel_registry.h"
 
 namespace weft::cpu {
+
+// ReluGradOp's x > 0 ? dy : +0, as a mask on dy's bits: the same bits, and no branch. In loops
+// that do more per element than ReluGrad's own kernel (a batch norm's sums, max pooling's
+// gradient) the select compiled to a branch, mispredicted on half of a network's values: 5x
+// slower.
+template <class T>
+inline T relu_grad_masked(T dy, T x) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits b;
+  std::memcpy(&b, &dy, sizeof b);
+  b &= Bits{0} - static_cast<Bits>(x > T(0));
+  T g;
+  std::memcpy(&g, &b, sizeof g);
+  return g;
+}
 
 // ---- unary ----
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/pooling_kernel_geometry.h"
@@ -204,7 +205,9 @@ void avg_pool_kernel(KernelContext& c) {
   });
 }
 
-// MaxPoolGrad(x, y, dy): each window's dy added to its first maximum.
+// MaxPoolGrad(x, y, dy): each window's dy added to its first maximum. Each task owns whole
+// images of dx (windows may overlap), which it clears and fills. With activation "relu" (x a
+// relu's output), each image's dx is then ReluGrad(dx, x), while it is still in cache.
 template <class T>
 void max_pool_grad_kernel(KernelContext& c) {
   const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
@@ -212,6 +215,7 @@ void max_pool_grad_kernel(KernelContext& c) {
   const T* dy = c.input(2).data<T>();
   T* dx = c.output(0).data<T>();
   const int64_t image = g.h * g.w * g.c, pooled = g.out_h * g.out_w * g.c;
+  const bool relu = c.attrs.get_or<std::string>("activation", "") == "relu";
   if (c.input(2).size() == 0) {
     std::fill(dx, dx + c.output(0).size(), T(0));
     return;
@@ -228,6 +232,10 @@ void max_pool_grad_kernel(KernelContext& c) {
         T* out = dx + img * image;
         for (int64_t ow = 0; ow < g.out_w; ++ow)
           for (int64_t ch = 0; ch < g.c; ++ch) out[arg[ow * g.c + ch] + ch] += d[ow * g.c + ch];
+        if (relu && oh + 1 == g.out_h) {
+          const T* xi = x + img * image;
+          for (int64_t i = 0; i < image; ++i) out[i] = relu_grad_masked(out[i], xi[i]);
+        }
       }
   });
 }

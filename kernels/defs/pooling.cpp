@@ -1,7 +1,9 @@
 // Definitions of the pooling ops over NHWC images (rank 4): MaxPool and AvgPool, attrs "ksize"
 // and "strides" ({height, width}) and "padding" (SAME / VALID), and their gradients as ops of
 // their own, so that a graph's backward pass and second-order gradients run one kernel each:
-//   MaxPoolGrad(x, y, dy) -> dx           dy goes to the first maximum of each window
+//   MaxPoolGrad(x, y, dy) -> dx           dy goes to the first maximum of each window; with
+//                                         "activation" "relu" (graph fusion sets it, x being a
+//                                         relu's output) dx is then ReluGrad(dx, x)
 //   MaxPoolGradGrad(x, y, ddx) -> ddy     ddx read back at those same maxima
 //   AvgPoolGrad(dy[, x]), attr "input_sizes" [N, H, W, C] (N may be -1: dy's) -> dx; x, given
 //       only when the forward input's shape was not known when the gradient was built (a trace
@@ -68,6 +70,8 @@ void check_max_pool_grad_inputs(InferContext& ctx, const Shape& pooled) {
 void infer_max_pool_grad(InferContext& ctx) {
   const Shape pooled = pooled_shape(ctx, ctx.input_shape(0), ctx.input_dtype(0), "input x");
   check_max_pool_grad_inputs(ctx, pooled);
+  const std::string a = ctx.attrs().get_or<std::string>("activation", "");
+  if (a != "" && a != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + a + "\"");
   if (!compatible(ctx.input_shape(2), pooled))
     ctx.fail("the gradient dy " + ctx.input_shape(2).to_string() + " does not match the pooled shape " +
              pooled.to_string() + " of x " + ctx.input_shape(0).to_string());
@@ -136,8 +140,10 @@ void register_pooling_defs() {
                      .attrs = kPoolAttrs, .infer = infer_pool, .cost = pool_cost});
   op_registry().add({.name = "AvgPool", .display = "avg_pool2d", .min_inputs = 1, .max_inputs = 1,
                      .attrs = kPoolAttrs, .infer = infer_pool, .cost = pool_cost});
+  std::vector<AttrSpec> max_grad_attrs = kPoolAttrs;
+  max_grad_attrs.push_back({"activation", AttrType::String, false});
   op_registry().add({.name = "MaxPoolGrad", .display = "max_pool2d_grad", .min_inputs = 3, .max_inputs = 3,
-                     .attrs = kPoolAttrs, .infer = infer_max_pool_grad, .cost = pool_cost});
+                     .attrs = max_grad_attrs, .infer = infer_max_pool_grad, .cost = pool_cost});
   op_registry().add({.name = "MaxPoolGradGrad", .display = "max_pool2d_grad_grad", .min_inputs = 3,
                      .max_inputs = 3, .attrs = kPoolAttrs, .infer = infer_max_pool_grad_grad, .cost = pool_cost});
   std::vector<AttrSpec> avg_grad_attrs = kPoolAttrs;

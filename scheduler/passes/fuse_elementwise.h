@@ -2,8 +2,8 @@
 // memory. relu(a + b) becomes one FusedElementwise node instead of an Add writing a temporary and
 // a Relu reading it back; relu(matmul(x, w) + bias) becomes one FusedMatMul whose epilogue adds
 // the bias and applies the activation while the GEMM's output is still in cache; on CPUs
-// relu(batch_norm(x)) is one FusedBatchNorm, and its gradient's ReluGrad is read inside
-// FusedBatchNormGrad.
+// relu(batch_norm(x)) is one FusedBatchNorm, and the ReluGrad of a relu's gradient is read
+// inside the FusedBatchNormGrad or MaxPoolGrad next to it.
 //
 //   int fused = fuse_elementwise(g);   // nodes removed by fusion
 #pragma once

@@ -1,7 +1,7 @@
 // The fusion pass folds a Relu after a FusedBatchNorm into it, and the ReluGrad before a
-// FusedBatchNormGrad into that (the "activation" attribute): the traced graph of a ResNet-style
-// training step holds neither Relu nor ReluGrad, and its results are the bits of the unfused ops
-// run eagerly, in float32 and float64, training and inference. A batch norm whose output has
+// FusedBatchNormGrad or after a MaxPoolGrad into that (the "activation" attribute): the traced
+// graph of a ResNet-style or LeNet-style training step holds neither Relu nor ReluGrad, and its
+// results are the bits of the unfused ops run eagerly, in float32 and float64. A batch norm whose output has
 // another reader keeps its Relu. A node with an unknown activation, or the gradient with the
 // wrong inputs for its activation, is an InvalidArgument naming it.
 #include <gtest/gtest.h>
@@ -49,7 +49,7 @@ std::vector<Tensor> block(const Tensor& x, const Tensor& gamma, const Tensor& be
   return out;
 }
 
-TEST(BatchNormFusion, ReluAndItsGradientFoldIntoTheBatchNormWithTheBitsOfTheSeparateOps) {
+TEST(ActivationFusion, ReluAndItsGradientFoldIntoTheBatchNormWithTheBitsOfTheSeparateOps) {
   for (DType dt : {float32, float64})
     for (const Shape& s : {Shape{8, 5, 5, 6}, Shape{4, 3, 3, 16}, Shape{9, 7}})
       for (bool training : {true, false}) {
@@ -71,7 +71,47 @@ TEST(BatchNormFusion, ReluAndItsGradientFoldIntoTheBatchNormWithTheBitsOfTheSepa
       }
 }
 
-TEST(BatchNormFusion, ABatchNormReadElsewhereKeepsItsRelu) {
+// LeNet's conv, relu, max pool: the gradient's ReluGrad after the MaxPoolGrad is folded into it,
+// for pools whose windows do not overlap and do (3x3 stride 2).
+TEST(ActivationFusion, ThePooledReluGradientFoldsIntoMaxPoolGrad) {
+  for (DType dt : {float32, float64})
+    for (const std::vector<int64_t>& k : {std::vector<int64_t>{2, 2, 2}, std::vector<int64_t>{3, 3, 2}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " window " + std::to_string(k[0]) + " stride " + std::to_string(k[2]));
+      const Tensor x = cast(random::normal({4, 9, 9, 6}, 0, 1, 8), dt);
+      const Tensor w = cast(random::normal({4, 5, 5, 6}, 0, 1, 9), dt);
+      auto step = [k](const Tensor& a, const Tensor& ww) {
+        GradientTape tape;
+        tape.watch(a);
+        const Tensor y = max_pool2d(relu(a), {k[0], k[1]}, {k[2], k[2]}, "SAME");
+        return tape.gradient(reduce_sum(mul(y, ww)), a);
+      };
+      auto traced = function(step);
+      const auto counts = op_counts(traced.graph(x, w));
+      EXPECT_EQ(counts.count("ReluGrad"), 0u);
+      EXPECT_EQ(counts.count("MaxPoolGrad/relu"), 1u);
+      EXPECT_TRUE(same_bits(traced(x, w), step(x, w)));
+    }
+}
+
+// conv, batch norm, relu, max pool (a small CNN): the relu's gradient sits between the
+// MaxPoolGrad and the FusedBatchNormGrad, and folds into one of them, once.
+TEST(ActivationFusion, AReluGradBetweenPoolingAndBatchNormFoldsOnce) {
+  const Tensor x = random::normal({4, 8, 8, 6}, 0, 1, 10), w = random::normal({4, 4, 4, 6}, 0, 1, 11);
+  auto step = [](const Tensor& a, const Tensor& ww) {
+    GradientTape tape;
+    tape.watch(a);
+    const Tensor bn = fused_batch_norm(a, ones({6}), zeros({6}), {}, {}, 1e-3, true).y;
+    const Tensor y = max_pool2d(relu(bn), {2, 2}, {2, 2}, "VALID");
+    return tape.gradient(reduce_sum(mul(y, ww)), a);
+  };
+  auto traced = function(step);
+  const auto counts = op_counts(traced.graph(x, w));
+  EXPECT_EQ(counts.count("ReluGrad"), 0u);
+  EXPECT_EQ(counts.count("Relu"), 0u);
+  EXPECT_TRUE(same_bits(traced(x, w), step(x, w)));
+}
+
+TEST(ActivationFusion, ABatchNormReadElsewhereKeepsItsRelu) {
   const Tensor x = random::normal({4, 3, 3, 8}, 0, 1, 5);
   auto traced = function([](const Tensor& a) {
     const Tensor y = fused_batch_norm(a, ones({8}), zeros({8}), {}, {}, 1e-3, true).y;
@@ -93,7 +133,7 @@ std::string invalid_argument(F f) {
   return "";
 }
 
-TEST(BatchNormFusion, BadActivationAttributesAreInvalidArgument) {
+TEST(ActivationFusion, BadActivationAttributesAreInvalidArgument) {
   const Tensor x = random::normal({4, 3}, 0, 1, 6), g = ones({3}), b = zeros({3}), e = zeros({0});
   const std::string tanh_error = invalid_argument([&] {
     dispatch(op_def("FusedBatchNorm"), std::vector<Tensor>{x, g, b, e, e},
