@@ -256,7 +256,9 @@ class TaskBuffer {
 // kChunkFlops, up to kMaxChunks. A oneDNN call has a fixed cost (its setup, and the reorders of
 // its images into and out of the primitive's layout), so chunks much smaller than kChunkFlops
 // cost more than they balance: ResNet-20's step took 78 ms with chunks of 4 MFLOP (2 images of a
-// 64-channel 8x8 layer) and 68 ms with chunks of 8 images, on two cores.
+// 64-channel 8x8 layer) and 68 ms with chunks of 8 images, on two cores. The count may not follow
+// the machine's cores (the filter gradient's partial sums would then give other bits elsewhere),
+// so a machine of more than kMinChunks cores leaves some idle on a small layer.
 constexpr int64_t kMinChunks = 8;
 constexpr int64_t kMaxChunks = 32;
 constexpr double kChunkFlops = 32e6;

@@ -26,10 +26,10 @@ struct Problem {
 };
 
 const std::vector<Problem> kProblems = {
-    {"one small chunk", 2, 6, 5, 3, 3, 3, 4, 1, PaddingMode::Same},
+    {"one image a chunk", 2, 6, 5, 3, 3, 3, 4, 1, PaddingMode::Same},
     {"many chunks", 32, 16, 16, 16, 3, 3, 16, 1, PaddingMode::Same},
-    {"stride 2, one chunk", 23, 12, 12, 8, 3, 3, 24, 2, PaddingMode::Same},
-    {"shorter last chunk", 37, 16, 16, 16, 3, 3, 16, 1, PaddingMode::Same},  // 10 chunks: 9 of 4, 1 of 1
+    {"stride 2", 23, 12, 12, 8, 3, 3, 24, 2, PaddingMode::Same},   // 8 chunks: 7 of 3, 1 of 2
+    {"shorter last chunk", 37, 16, 16, 16, 3, 3, 16, 1, PaddingMode::Same},  // 8 chunks: 7 of 5, 1 of 2
     {"shorter last chunk, wide", 11, 8, 8, 64, 3, 3, 64, 1, PaddingMode::Same},
     {"one channel in", 40, 28, 28, 1, 5, 5, 6, 1, PaddingMode::Same},
     {"valid 5x5", 30, 14, 14, 6, 5, 5, 16, 1, PaddingMode::Valid},
