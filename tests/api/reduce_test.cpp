@@ -328,6 +328,29 @@ TEST(Reduce, LargeInputs) {
   EXPECT_EQ(argmax(constant(peak, Shape{n / 2, 2}), 0).to_vector<int64_t>()[1], 2);
 }
 
+// Rows narrower than 256 elements are summed several rows at a time as one wide row (reduce.cpp):
+// every remainder of rows against that grouping and against the blocks of rows, and the sums of
+// integers (exact), against the plain loops.
+TEST(Reduce, NarrowRowsSumAndMeanOverLeadingAxes) {
+  for (int64_t c : {2, 3, 6, 7, 100, 255})
+    for (int64_t rows : {int64_t{1}, 2 * (256 / c) - 1, 2 * (256 / c), 2 * (256 / c) + 1, 32768 / c + 1, int64_t{40000}}) {
+      SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(c) + "]");
+      const std::vector<int64_t> dims = {rows, c};
+      const std::vector<float> v = random_values<float>(rows * c, static_cast<uint32_t>(rows + c));
+      for (Kind kind : {Kind::Sum, Kind::Mean}) {
+        const std::vector<float> got = run(kind, constant(v, Shape(dims)), {0}, false).to_vector<float>();
+        const std::vector<double> want = reference(v, dims, {0}, kind);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::abs(want[i])) + (kind == Kind::Sum ? 1e-6 * rows : 0))
+              << kind_name(kind) << " column " << i;
+      }
+      const std::vector<int64_t> iv = random_values<int64_t>(rows * c, 23);
+      const std::vector<double> isum = reference(iv, dims, {0}, Kind::Sum);
+      EXPECT_EQ(reduce_sum(constant(iv, Shape(dims)), {0}).to_vector<int64_t>(), std::vector<int64_t>(isum.begin(), isum.end()));
+    }
+}
+
 template <class F>
 void expect_invalid(F&& f, const std::vector<std::string>& fragments) {
   try {
