@@ -25,9 +25,14 @@ Tensor tanh(const Tensor& x, const SourceLocation& loc) {
   return dispatch1(op, {x}, {}, loc);
 }
 
+// The exact GELU is one op, Gelu: (x * 0.5) * (erf(x * sqrt(1/2)) + 1) in one pass, with the
+// bits of those four ops run one by one (vector_math.h). The tanh approximation stays composed.
 Tensor gelu(const Tensor& x, bool approximate, const SourceLocation& loc) {
+  if (!approximate) {
+    static const OpDef& op = op_def("Gelu");
+    return dispatch1(op, {x}, {}, loc);
+  }
   const Tensor half_x = mul(x, 0.5, loc);
-  if (!approximate) return mul(half_x, add(erf(mul(x, 0.7071067811865476, loc), loc), 1.0, loc), loc);
   const Tensor cubic = mul(mul(x, square(x, loc), loc), 0.044715, loc);
   return mul(half_x, add(tanh(mul(add(x, cubic, loc), 0.7978845608028654, loc), loc), 1.0, loc), loc);
 }
@@ -61,6 +66,14 @@ std::vector<Tensor> relu_grad(const GradContext& g) { return {relu_backward(g.gr
 std::vector<Tensor> relu_grad_grad(const GradContext& g) {
   return {relu_backward(g.grad(), g.input(1)), zeros_like(g.input(1))};
 }
+// d/dx x Phi(x) = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt(2))) / 2, phi(x) = e^{-x^2/2} / sqrt(2 pi);
+// front-end ops, so that the gradient is differentiable in turn.
+std::vector<Tensor> gelu_grad(const GradContext& g) {
+  const Tensor& x = g.input(0);
+  const Tensor cdf = mul(add(erf(mul(x, 0.7071067811865476)), 1.0), 0.5);
+  const Tensor pdf = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);
+  return {mul(g.grad(), add(cdf, mul(x, pdf)))};
+}
 std::vector<Tensor> sigmoid_grad(const GradContext& g) {
   const Tensor& y = g.output(0);
   return {mul(g.grad(), mul(y, sub(1.0, y)))};
@@ -86,6 +99,7 @@ void register_nn_gradients() {
   register_gradient("ReluGrad", relu_grad_grad);
   register_gradient("Sigmoid", sigmoid_grad);
   register_gradient("Tanh", tanh_grad);
+  register_gradient("Gelu", gelu_grad);
   register_gradient("Softmax", softmax_grad);
   register_gradient("LogSoftmax", log_softmax_grad);
 }

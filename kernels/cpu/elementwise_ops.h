@@ -75,6 +75,7 @@ struct CosOp {
 struct ExpOp { static constexpr UnaryMath kMath = UnaryMath::kExp; };
 struct LogOp { static constexpr UnaryMath kMath = UnaryMath::kLog; };
 struct ErfOp { static constexpr UnaryMath kMath = UnaryMath::kErf; };
+struct GeluOp { static constexpr UnaryMath kMath = UnaryMath::kGelu; };
 struct SigmoidOp { static constexpr UnaryMath kMath = UnaryMath::kSigmoid; };
 struct TanhOp { static constexpr UnaryMath kMath = UnaryMath::kTanh; };
 

@@ -73,6 +73,7 @@ void unary_math(UnaryMath f, const float* x, float* y, int64_t n) {
     case UnaryMath::kTanh: return t.tanh(x, y, n);
     case UnaryMath::kSigmoid: return t.sigmoid(x, y, n);
     case UnaryMath::kErf: return t.erf(x, y, n);
+    case UnaryMath::kGelu: return t.gelu(x, y, n);
   }
 }
 
@@ -86,6 +87,7 @@ void unary_math(UnaryMath f, const double* x, double* y, int64_t n) {
     case UnaryMath::kTanh: return each([](double v) { return std::tanh(v); });
     case UnaryMath::kSigmoid: return each(sigmoid64);
     case UnaryMath::kErf: return each([](double v) { return std::erf(v); });
+    case UnaryMath::kGelu: return each([](double v) { return (v * 0.5) * (std::erf(v * 0.7071067811865476) + 1.0); });
   }
 }
 

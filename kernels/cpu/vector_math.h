@@ -12,7 +12,9 @@
 // Accuracy against float64 (tests/kernels/vector_math_test.cpp measures it over a dense sample of
 // every binade): exp, log and erf under 1.5 ulp, tanh under 2, sigmoid under 3. Special values follow libm: NaN
 // in, NaN out; exp overflows to inf and underflows through the subnormals to 0; log of 0 is -inf
-// and of a negative number NaN; tanh, sigmoid and erf saturate exactly at ±1, 0 and 1.
+// and of a negative number NaN; tanh, sigmoid and erf saturate exactly at ±1, 0 and 1. gelu(x)
+// is (x * 0.5) * (erf(x * sqrt(1/2)) + 1), those very operations in that order: the bits of the
+// composed ops, in one pass (like PyTorch's, it has no ulp bound where 1 + erf cancels, x < -2).
 //
 // float64 calls libm one element at a time (its results are correctly rounded or nearly so on
 // glibc, and no model here runs transcendentals in float64 hot loops).
@@ -22,7 +24,7 @@
 
 namespace weft::cpu {
 
-enum class UnaryMath : uint8_t { kExp, kLog, kTanh, kSigmoid, kErf };
+enum class UnaryMath : uint8_t { kExp, kLog, kTanh, kSigmoid, kErf, kGelu };
 
 void unary_math(UnaryMath f, const float* x, float* y, int64_t n);
 void unary_math(UnaryMath f, const double* x, double* y, int64_t n);
@@ -31,7 +33,7 @@ void unary_math(UnaryMath f, const double* x, double* y, int64_t n);
 enum class VectorIsa : uint8_t { kScalar, kAvx2, kAvx512 };
 using FloatArrayFn = void (*)(const float* x, float* y, int64_t n);
 struct VectorMathTable {
-  FloatArrayFn exp, log, tanh, sigmoid, erf;
+  FloatArrayFn exp, log, tanh, sigmoid, erf, gelu;
 };
 // The table for `isa`, or null when this CPU lacks the instruction set.
 const VectorMathTable* vector_math_table(VectorIsa isa);

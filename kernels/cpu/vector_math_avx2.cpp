@@ -66,7 +66,7 @@ struct Avx2 {
 const VectorMathTable* vector_math_avx2() {
   using Fns = vmath_impl::Functions<Avx2>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array};
+                                     Fns::erf_array, Fns::gelu_array};
   return &table;
 }
 

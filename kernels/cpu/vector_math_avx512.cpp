@@ -69,7 +69,7 @@ struct Avx512 {
 const VectorMathTable* vector_math_avx512() {
   using Fns = vmath_impl::Functions<Avx512>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array};
+                                     Fns::erf_array, Fns::gelu_array};
   return &table;
 }
 

@@ -148,6 +148,14 @@ inline typename V::F erf(typename V::F x) {
   return keep_nan<V>(x, V::with_sign_of(V::select(V::lt(a, V::set(1.0f)), small, large), x));
 }
 
+// The exact GELU as its composition: (x * 0.5) * (erf(x * sqrt(1/2)) + 1), each step rounded as
+// the separate Mul, Erf, Add and Mul ops round it, so it gives their bits.
+template <class V>
+inline typename V::F gelu(typename V::F x) {
+  const typename V::F e = erf<V>(V::mul(x, V::set(0.7071067811865476f)));
+  return V::mul(V::mul(x, V::set(0.5f)), V::add(e, V::set(1.0f)));
+}
+
 // y[i] = f(x[i]) over whole vectors, then the tail padded to one vector (so a tail element gets
 // the bits it would get anywhere else). y may equal x.
 template <class V, class Fn>
@@ -168,6 +176,7 @@ struct Functions {
   static void tanh_array(const float* x, float* y, long n) { map_array<V>(x, y, n, tanh<V>); }
   static void sigmoid_array(const float* x, float* y, long n) { map_array<V>(x, y, n, sigmoid<V>); }
   static void erf_array(const float* x, float* y, long n) { map_array<V>(x, y, n, erf<V>); }
+  static void gelu_array(const float* x, float* y, long n) { map_array<V>(x, y, n, gelu<V>); }
 };
 
 }  // namespace vmath_impl

@@ -56,7 +56,7 @@ struct Scalar {
 const VectorMathTable* vector_math_scalar() {
   using Fns = vmath_impl::Functions<Scalar>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array};
+                                     Fns::erf_array, Fns::gelu_array};
   return &table;
 }
 

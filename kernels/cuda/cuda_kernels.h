@@ -4,7 +4,7 @@
 
 namespace weft::cuda {
 
-void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt Rsqrt Relu Sigmoid Tanh Erf Sin Cos
+void register_unary_kernels();    // unary.cu: Neg Abs Sign Square Exp Log Sqrt Rsqrt Relu Sigmoid Tanh Erf Gelu Sin Cos
 void register_binary_kernels();   // binary.cu: Add Sub Mul Div Maximum Minimum Pow ReluGrad
 void register_compare_kernels();  // compare.cu: Equal NotEqual Less LessEqual Greater GreaterEqual Select
 void register_cast_kernels();     // cast.cu: Cast between all nine dtypes

@@ -42,6 +42,13 @@ struct ErfOp {
   template <class T>
   __device__ T operator()(T x) const { return dev_erf(x); }
 };
+// The exact GELU as its composition (x * 0.5) * (erf(x * sqrt(1/2)) + 1), the CPU's order.
+struct GeluOp {
+  template <class T>
+  __device__ T operator()(T x) const {
+    return (x * T(0.5)) * (dev_erf(x * T(0.7071067811865476)) + T(1));
+  }
+};
 struct SqrtOp {
   template <class T>
   __device__ T operator()(T x) const { return dev_sqrt(x); }

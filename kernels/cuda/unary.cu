@@ -61,6 +61,7 @@ void register_unary_kernels() {
   register_float<ExpOp>("Exp");
   register_float<LogOp>("Log");
   register_float<ErfOp>("Erf");
+  register_float<GeluOp>("Gelu");
   register_float<SqrtOp>("Sqrt");
   register_float<RsqrtOp>("Rsqrt");
   register_numeric<ReluOp>("Relu");

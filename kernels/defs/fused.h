@@ -53,7 +53,8 @@ namespace weft::fused {
   X(Div, 2, false)        \
   X(Maximum, 2, false)    \
   X(Minimum, 2, false)    \
-  X(Erf, 1, true)
+  X(Erf, 1, true)         \
+  X(Gelu, 1, true)
 
 #define WEFT_FUSED_OPCODE(OP, ARITY, EXPENSIVE) k##OP,
 enum Opcode : int32_t { WEFT_FUSED_OPS(WEFT_FUSED_OPCODE) kNumOpcodes };

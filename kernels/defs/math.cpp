@@ -76,6 +76,7 @@ void register_math_defs() {
   unary("Exp", "exp", infer_unary_float, transcendental_cost);
   unary("Log", "log", infer_unary_float, transcendental_cost);
   unary("Erf", "erf", infer_unary_float, transcendental_cost);
+  unary("Gelu", "gelu", infer_unary_float, transcendental_cost);
   unary("Sqrt", "sqrt", infer_unary_float, transcendental_cost);
   unary("Rsqrt", "rsqrt", infer_unary_float, transcendental_cost);
 

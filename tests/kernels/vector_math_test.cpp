@@ -148,6 +148,30 @@ TEST(VectorMath, EveryInstructionSetGivesTheScalarBits) {
   std::printf("compared %d vector variant(s) with the scalar one\n", variants);
 }
 
+// gelu is its composition, (x * 0.5) * (erf(x * sqrt(1/2)) + 1), on every instruction set: the
+// bits of the same table's erf and the float operations, and the scalar variant's bits.
+TEST(VectorMath, GeluIsItsCompositionOnEveryInstructionSet) {
+  std::vector<float> xs = sample();
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  const auto n = static_cast<int64_t>(xs.size());
+  const VectorMathTable* scalar = vector_math_table(VectorIsa::kScalar);
+  std::vector<float> scalar_gelu(xs.size());
+  scalar->gelu(xs.data(), scalar_gelu.data(), n);
+  for (VectorIsa isa : {VectorIsa::kScalar, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+    const VectorMathTable* table = vector_math_table(isa);
+    if (!table) continue;
+    std::vector<float> scaled(xs.size()), e(xs.size()), got(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) scaled[i] = xs[i] * 0.7071067811865476f;
+    table->erf(scaled.data(), e.data(), n);
+    table->gelu(xs.data(), got.data(), n);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want = (xs[i] * 0.5f) * (e[i] + 1.0f);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << vector_isa_name(isa) << " at x = " << xs[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(scalar_gelu[i])) << vector_isa_name(isa) << " at x = " << xs[i];
+    }
+  }
+}
+
 TEST(VectorMath, Float64IsLibm) {
   const std::vector<double> xs = {-3.5, -0.25, 0.0, 0.5, 2.0, 30.0};
   std::vector<double> ys(xs.size());
