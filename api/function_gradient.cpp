@@ -224,7 +224,7 @@ void TapedFunction::build(const GraphIR& raw, bool optimize) {
     std::vector<int32_t> targets;
     for (int32_t id : forward->node_ids())
       if (has_side_effect(forward->node(id))) targets.push_back(id);
-    weft::optimize(*forward, {}, targets);
+    weft::optimize(*forward, {}, targets, optimize_options_for(local_placement_devices()));
   }
   forward_ = forward;
   forward_executor_ = compile_function(forward_->clone(),
@@ -275,7 +275,7 @@ const TapedFunction::Variant& TapedFunction::variant(const std::vector<bool>& wa
   if (optimize_) {
     weft::optimize(g, {}, {}, {.constant_folding = true, .cse = false, .fusion = false});
     drop_multiplications_by_one(g);
-    weft::optimize(g, {}, {});
+    weft::optimize(g, {}, {}, optimize_options_for(local_placement_devices()));
   }
   v->executor =
       compile_function(std::move(g), {.optimize = false, .name = "backward", .collectives = &process_step_collectives()});

@@ -1,5 +1,6 @@
 #include "scheduler/graph_compiler.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -129,6 +130,13 @@ PlacementDevice placement_device(const DeviceInfo& d) {
   return p;
 }
 
+OptimizeOptions optimize_options_for(const std::vector<PlacementDevice>& devices) {
+  OptimizeOptions o;
+  o.cpu_only_fusions =
+      std::none_of(devices.begin(), devices.end(), [](const PlacementDevice& d) { return d.type != DeviceType::CPU; });
+  return o;
+}
+
 std::vector<PlacementDevice> local_placement_devices() {
   std::vector<PlacementDevice> out;
   for (const DeviceInfo& d : local_device_infos()) out.push_back(placement_device(d));
@@ -155,7 +163,7 @@ CompiledGraph::CompiledGraph(GraphIR g, CompileSpec spec, CompileOptions options
   // pruning, so only nodes that run take seeds from the sequence.
   give_random_streams(g);
   if (options.optimize) {
-    optimize(g, {}, targets);
+    optimize(g, {}, targets, optimize_options_for(options.devices));
     std::erase_if(targets, [&](int32_t t) { return !g.alive(t); });
   }
 

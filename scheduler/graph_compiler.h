@@ -33,6 +33,7 @@
 
 #include "runtime/graph.h"
 #include "scheduler/executor.h"
+#include "scheduler/passes/optimize.h"
 #include "scheduler/passes/place.h"
 #include "scheduler/step_message_edges.h"
 
@@ -120,6 +121,9 @@ struct CompileOptions {
 PlacementDevice placement_device(const DeviceInfo& device);
 // The candidates of local placement: every device of this process.
 std::vector<PlacementDevice> local_placement_devices();
+// The passes for a graph that will be placed on `devices`: the CPU-only fusions only when none
+// of them is a GPU (optimize runs before placement).
+OptimizeOptions optimize_options_for(const std::vector<PlacementDevice>& devices);
 
 class CompiledGraph {
  public:

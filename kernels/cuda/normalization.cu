@@ -115,8 +115,8 @@ int64_t channels(const Tensor& x) { return x.shape()[x.shape().rank() - 1]; }
 
 unsigned channel_blocks(int64_t c) { return static_cast<unsigned>((c + kChannelThreads - 1) / kChannelThreads); }
 
-// The activation that graph fusion adds on CPUs only (scheduler/passes/fuse_batch_norm.cpp): a
-// node that has one here was placed or edited by hand.
+// The activation graph fusion adds only to a graph no GPU may run
+// (scheduler/passes/fuse_elementwise.cpp): a node that has one here was placed or edited by hand.
 inline void refuse_activation(KernelContext& ctx) {
   const std::string a = ctx.attrs.get_or<std::string>("activation", "");
   if (!a.empty()) ctx.fail("activation \"" + a + "\" is fused on CPUs only; on CUDA it runs as an op of its own");

@@ -184,7 +184,7 @@ void max_pool_grad_grad(KernelContext& c) {
 
 template <class T>
 void max_pool_grad(KernelContext& c) {
-  // The activation graph fusion adds on CPUs only (scheduler/passes/fuse_elementwise.cpp).
+  // The activation graph fusion adds only to a graph no GPU may run (scheduler/passes/fuse_elementwise.cpp).
   if (const std::string a = c.attrs.get_or<std::string>("activation", ""); !a.empty())
     c.fail("activation \"" + a + "\" is fused on CPUs only; on CUDA it runs as an op of its own");
   const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());

@@ -292,7 +292,8 @@ int fuse_dense(GraphIR& g) {
 // A ResNet block's batch norm and relu, and their gradients, as one node each, and a LeNet's
 // pooled relu's gradient as one MaxPoolGrad (the "activation" attribute,
 // kernels/defs/normalization.cpp and pooling.cpp): a pass over the activations fewer each.
-// Products' rule for where: on CPUs only (on CUDA the kernels refuse the attribute).
+// On CPUs only: the CUDA kernels refuse the attribute, so this runs only for a graph no GPU may
+// take (fuse_elementwise's cpu_only_fusions), and never for a node that names a GPU.
 
 // The (reader, slot) pairs reading output `out`.
 std::vector<GraphIR::Use> readers_of(const GraphIR& g, const Facts& f, Endpoint out) {
@@ -485,10 +486,10 @@ int fuse_elementwise_groups(GraphIR& g) {
 
 }  // namespace
 
-int fuse_elementwise(GraphIR& g) {
+int fuse_elementwise(GraphIR& g, bool cpu_only_fusions) {
   // Dense layers first: their bias add and activation would otherwise fuse with each other and
   // leave the GEMM writing and the fused node reading back the whole output.
-  int removed = fuse_batch_norm_activations(g);
+  int removed = cpu_only_fusions ? fuse_batch_norm_activations(g) : 0;
   removed += fuse_dense(g);
   removed += fuse_elementwise_groups(g);
   return removed;

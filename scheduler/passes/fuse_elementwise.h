@@ -12,6 +12,9 @@
 
 namespace weft {
 
-int fuse_elementwise(GraphIR& g);
+// cpu_only_fusions: also fold a relu into a FusedBatchNorm and a ReluGrad into the batch norm's or
+// max pooling's gradient, which only the CPU kernels take (the CUDA ones refuse the attribute):
+// for a graph no GPU will run.
+int fuse_elementwise(GraphIR& g, bool cpu_only_fusions = true);
 
 }  // namespace weft

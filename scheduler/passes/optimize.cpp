@@ -21,7 +21,7 @@ void optimize(GraphIR& g, std::span<const Endpoint> keep_values, std::span<const
   prune(g, {}, keep_nodes);
   if (options.constant_folding) constant_fold(g);
   if (options.cse) eliminate_common_subexpressions(g);
-  if (options.fusion) fuse_elementwise(g);
+  if (options.fusion) fuse_elementwise(g, options.cpu_only_fusions);
   // Folding and merging leave their old inputs without readers. A kept node that was folded
   // or merged away was stateless, so running its replacement (or nothing) loses no effect.
   std::vector<int32_t> still_there;

@@ -12,6 +12,10 @@ struct OptimizeOptions {
   bool constant_folding = true;
   bool cse = true;
   bool fusion = true;
+  // The fusions only CPU kernels run (a relu folded into a batch norm, or into max pooling's
+  // gradient): fusion runs before placement, so the graph compiler turns them off when a GPU
+  // might take the fused node.
+  bool cpu_only_fusions = true;
 };
 
 // `keep_values`/`keep_nodes` as for prune (the graph's results are always kept). Folding and CSE
