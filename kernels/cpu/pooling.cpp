@@ -1,12 +1,13 @@
 // CPU kernels of the pooling ops (kernels/defs/pooling.cpp), NHWC.
 //
-// oneDNN would be the library of choice for float32 pooling; for this round the kernels are plain
-// loops: channels are innermost and contiguous, so every window cell is one unit-stride pass over
-// C values, and an output row's running max / sum / argmax live in arrays of [out_w, C]. The
-// forward ops and MaxPoolGradGrad write each output row
-// [out_w, C] once and run in parallel over (image, output row). The two gradients scatter into
-// overlapping input cells, so they run in parallel over images only, each image's dx owned by one
-// task (no atomics, and the sums' order does not depend on the thread count).
+// oneDNN would be the library of choice for float32 pooling; the kernels are weft's own loops:
+// channels are innermost and contiguous, so a window cell is a unit-stride run of C values. Max
+// pooling walks each window whole, a vector of channels at a time with its running max and argmax
+// in registers (max_row); average pooling walks each window cell over a row's windows, its sums in
+// an array of [out_w, C]. The forward ops and MaxPoolGradGrad write each output row [out_w, C]
+// once and run in parallel over (image, output row). The two gradients scatter into overlapping
+// input cells, so they run in parallel over images only, each image's dx owned by one task (no
+// atomics, and the sums' order does not depend on the thread count).
 //
 // Max pooling takes the first maximum in window order (row by row, left to right), NaN-sticky as
 // Max does (a NaN wins and stays); its gradient goes to that same cell, as TensorFlow's does.
