@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/activation_attr.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/via_float32.h"
@@ -70,9 +72,6 @@ void each_row(ThreadPool& pool, const RowsView& v, F f) {
     for (int64_t r = begin; r < end; ++r) f(r);
   });
 }
-
-// Whether the node's activation attribute is "relu" (the defs accept "" and "relu" only).
-bool relu_activation(const KernelContext& c) { return c.attrs.get_or<std::string>("activation", "") == "relu"; }
 
 // T: x's (and, for float32 / float64, the parameters') element type.
 template <class T>
@@ -129,19 +128,19 @@ void batch_norm_kernel(KernelContext& c) {
     a[ch] = static_cast<T>(inv * static_cast<double>(scale[ch]));
     b[ch] = static_cast<T>(static_cast<double>(offset[ch]) - mean[ch] * inv * static_cast<double>(scale[ch]));
   }
-  if (relu_activation(c)) {
+  // With activation "relu", y = relu(x * a + b): ReluOp's bits, as the separate Relu's.
+  auto affine = [&](auto relu) {
     each_row(c.pool(), v, [&](int64_t r) {
       const T* row = x + r * v.c;
       T* out = y + r * v.c;
-      for (int64_t ch = 0; ch < v.c; ++ch) out[ch] = ReluOp{}(row[ch] * a[ch] + b[ch]);
+      for (int64_t ch = 0; ch < v.c; ++ch) {
+        const T z = row[ch] * a[ch] + b[ch];
+        out[ch] = decltype(relu)::value ? ReluOp{}(z) : z;
+      }
     });
-    return;
-  }
-  each_row(c.pool(), v, [&](int64_t r) {
-    const T* row = x + r * v.c;
-    T* out = y + r * v.c;
-    for (int64_t ch = 0; ch < v.c; ++ch) out[ch] = row[ch] * a[ch] + b[ch];
-  });
+  };
+  if (relu_activation(c.attrs)) affine(std::true_type{});
+  else affine(std::false_type{});
 }
 
 // With xhat = (x - mean) * inv, per channel: doffset = sum(dy), dscale = sum(dy * xhat), and
@@ -201,7 +200,7 @@ void batch_norm_grad(KernelContext& c) {
 
 template <class T>
 void batch_norm_grad_kernel(KernelContext& c) {
-  if (!relu_activation(c)) return batch_norm_grad<T, false>(c);
+  if (!relu_activation(c.attrs)) return batch_norm_grad<T, false>(c);
   if (c.input(5).shape() != c.input(1).shape())
     c.fail("the activated y " + c.input(5).shape().to_string() + " does not match x " + c.input(1).shape().to_string());
   batch_norm_grad<T, true>(c);

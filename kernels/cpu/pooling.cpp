@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/activation_attr.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/reduce_loops.h"
@@ -216,7 +217,7 @@ void max_pool_grad_kernel(KernelContext& c) {
   const T* dy = c.input(2).data<T>();
   T* dx = c.output(0).data<T>();
   const int64_t image = g.h * g.w * g.c, pooled = g.out_h * g.out_w * g.c;
-  const bool relu = c.attrs.get_or<std::string>("activation", "") == "relu";
+  const bool relu = relu_activation(c.attrs);
   if (c.input(2).size() == 0) {
     std::fill(dx, dx + c.output(0).size(), T(0));
     return;
@@ -226,18 +227,17 @@ void max_pool_grad_kernel(KernelContext& c) {
     std::fill(dx + begin * image, dx + end * image, T(0));
     std::vector<T> best(static_cast<size_t>(g.out_w * g.c));
     std::vector<int64_t> arg(best.size());
-    for (int64_t img = begin; img < end; ++img)
+    for (int64_t img = begin; img < end; ++img) {
+      T* out = dx + img * image;
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
         max_row<T, true>(g, x + img * image, oh, best.data(), arg.data());
         const T* d = dy + img * pooled + oh * g.out_w * g.c;
-        T* out = dx + img * image;
         for (int64_t ow = 0; ow < g.out_w; ++ow)
           for (int64_t ch = 0; ch < g.c; ++ch) out[arg[ow * g.c + ch] + ch] += d[ow * g.c + ch];
-        if (relu && oh + 1 == g.out_h) {
-          const T* xi = x + img * image;
-          for (int64_t i = 0; i < image; ++i) out[i] = relu_grad_masked(out[i], xi[i]);
-        }
       }
+      if (relu)
+        for (int64_t i = 0; i < image; ++i) out[i] = relu_grad_masked(out[i], x[img * image + i]);
+    }
   });
 }
 

@@ -17,9 +17,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <string>
 #include <type_traits>
 
+#include "kernels/activation_attr.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/elementwise_geometry.h"
@@ -114,13 +114,6 @@ __global__ void batch_norm_dx_kernel(const T* dy, const T* x, const P* mean, con
 int64_t channels(const Tensor& x) { return x.shape()[x.shape().rank() - 1]; }
 
 unsigned channel_blocks(int64_t c) { return static_cast<unsigned>((c + kChannelThreads - 1) / kChannelThreads); }
-
-// The activation graph fusion adds only to a graph no GPU may run
-// (scheduler/passes/fuse_elementwise.cpp): a node that has one here was placed or edited by hand.
-inline void refuse_activation(KernelContext& ctx) {
-  const std::string a = ctx.attrs.get_or<std::string>("activation", "");
-  if (!a.empty()) ctx.fail("activation \"" + a + "\" is fused on CPUs only; on CUDA it runs as an op of its own");
-}
 
 template <class T, class P>
 void batch_norm(KernelContext& ctx) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/activation_attr.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/cuda/elementwise_geometry.h"
@@ -184,9 +185,7 @@ void max_pool_grad_grad(KernelContext& c) {
 
 template <class T>
 void max_pool_grad(KernelContext& c) {
-  // The activation graph fusion adds only to a graph no GPU may run (scheduler/passes/fuse_elementwise.cpp).
-  if (const std::string a = c.attrs.get_or<std::string>("activation", ""); !a.empty())
-    c.fail("activation \"" + a + "\" is fused on CPUs only; on CUDA it runs as an op of its own");
+  refuse_activation(c);
   const PoolGeometry g = pool_kernel_geometry(c, c.input(0).shape().to_vector());
   const int64_t n = c.output(0).size();
   if (n == 0) return;

@@ -15,7 +15,7 @@
 // "activation" (optional, "" or "relu"; graph fusion sets it, never the front-end): FusedBatchNorm
 // returns relu(y) as its y, and FusedBatchNormGrad takes a sixth input, that activated y, and
 // reads its dy as ReluGrad(dy, y) -- the batch norm then relu of a ResNet block, and their
-// gradients, without a pass of their own over the activations (scheduler/passes/fuse_batch_norm).
+// gradients, without a pass of their own over the activations (kernels/activation_attr.h).
 //
 // In training the mean and variance inputs are not read: they may be the moving statistics or
 // empty [0] vectors (fused_batch_norm passes empty ones when given none). In inference they are
@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/activation_attr.h"
 #include "kernels/defs/shape_fns.h"
 #include "kernels/register_all.h"
 
@@ -74,17 +75,10 @@ double epsilon_of(const InferContext& ctx) {
   return eps;
 }
 
-// The activation attribute: "" (none) or "relu".
-bool relu_activation(const InferContext& ctx) {
-  const std::string a = ctx.attrs().get_or<std::string>("activation", "");
-  if (a != "" && a != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + a + "\"");
-  return a == "relu";
-}
-
 void infer_batch_norm(InferContext& ctx) {
   check_dtype_in(ctx, 0, kFloatingOrHalf);
   epsilon_of(ctx);
-  relu_activation(ctx);
+  checked_relu_activation(ctx);
   const bool training = ctx.attrs().get<bool>("is_training");
   const DType p = param_dtype(ctx.input_dtype(0));
   int64_t c = channels_of(ctx, 0, "x");
@@ -113,7 +107,7 @@ void infer_batch_norm_grad(InferContext& ctx) {
   check_param(ctx, 2, "scale", p, &c, false);
   check_param(ctx, 3, "saved_mean", p, &c, false);
   check_param(ctx, 4, "saved_inv_std", p, &c, false);
-  const bool relu = relu_activation(ctx);
+  const bool relu = checked_relu_activation(ctx);
   if (ctx.num_inputs() != (relu ? 6 : 5))
     ctx.fail(std::string("takes ") + (relu ? "6 inputs with activation \"relu\" (the activated y last)" : "5 inputs") +
              ", got " + std::to_string(ctx.num_inputs()));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/activation_attr.h"
 #include "kernels/defs/shape_fns.h"
 #include "kernels/pooling_window.h"
 #include "kernels/register_all.h"
@@ -70,8 +71,7 @@ void check_max_pool_grad_inputs(InferContext& ctx, const Shape& pooled) {
 void infer_max_pool_grad(InferContext& ctx) {
   const Shape pooled = pooled_shape(ctx, ctx.input_shape(0), ctx.input_dtype(0), "input x");
   check_max_pool_grad_inputs(ctx, pooled);
-  const std::string a = ctx.attrs().get_or<std::string>("activation", "");
-  if (a != "" && a != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + a + "\"");
+  checked_relu_activation(ctx);
   if (!compatible(ctx.input_shape(2), pooled))
     ctx.fail("the gradient dy " + ctx.input_shape(2).to_string() + " does not match the pooled shape " +
              pooled.to_string() + " of x " + ctx.input_shape(0).to_string());
