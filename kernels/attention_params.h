@@ -66,4 +66,18 @@ inline AttentionParams attention_params(const KernelContext& ctx, int first, int
   return g;
 }
 
+// AttentionDropoutMask(q, k, seed): the shape of its [B, H, Sq, Sk] mask and the rate; the seed is
+// for the kernel to read (from host or device memory).
+inline AttentionParams dropout_mask_params(const KernelContext& ctx) {
+  AttentionParams g;
+  const Shape& q = ctx.input(0).shape();
+  g.batch = q[0];
+  g.heads = q[1];
+  g.sq = q[2];
+  g.sk = ctx.input(1).shape()[2];
+  g.dropout = ctx.attrs.get<double>("dropout");
+  g.seed_input = 2;
+  return g;
+}
+
 }  // namespace weft

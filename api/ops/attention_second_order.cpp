@@ -13,10 +13,16 @@
 // These are total derivatives in (dO, Q, K, V); the op's out and lse inputs are functions of
 // q, k, v already counted, so they (and the mask and the seed) get no gradient. P is recomputed
 // from q and k, not from lse, so that a third order differentiates it too.
+//
+// With dropout, the forward is (P F) V, where F is the kernels' mask (0, or 1 / (1 - rate) where
+// the Philox draw for the seed keeps an element), given as a tensor by AttentionDropoutMask. Then
+// dP = (dO V^T) F and dV = (P F)^T dO, so F multiplies P G_V in g_dO, dO G_V^T in g_P, and g_dP
+// before it reaches dO and V; the rest is unchanged (d = rowsum(dP P) with the masked dP).
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "api/dispatch.h"
 #include "api/gradient_registry.h"
 #include "api/ops/array.h"
 #include "api/ops/creation.h"
@@ -63,12 +69,16 @@ Tensor visibility(const GradContext& g, DType dt) {
   return vis;
 }
 
+// The dropout factors the kernels drew for this call (its seed is the last input), in q's dtype;
+// undefined without dropout.
+Tensor dropout_factors(const GradContext& g, const Tensor& q, const Tensor& k) {
+  const double rate = g.attrs.get_or<double>("dropout", 0.0);
+  if (rate <= 0) return Tensor();
+  static const OpDef& op = op_def("AttentionDropoutMask");
+  return dispatch(op, std::vector<Tensor>{q, k, g.input(static_cast<int>(g.inputs.size()) - 1)}, {{"dropout", rate}})[0];
+}
+
 std::vector<Tensor> attention_grad_grad(const GradContext& g) {
-  if (g.attrs.get_or<double>("dropout", 0.0) > 0)
-    throw Unimplemented("[scaled_dot_product_attention_grad] second-order gradients of attention with dropout are "
-                        "not supported: the gradient's dropout mask is drawn inside the fused kernel and cannot be "
-                        "reproduced by the composed ops the second-order gradient is made of (dropout " +
-                        std::to_string(g.attrs.get<double>("dropout")) + ")");
   std::vector<Tensor> result(g.inputs.size());
   const bool want_dout = g.needs(kDout), want_q = g.needs(kQ), want_k = g.needs(kK), want_v = g.needs(kV);
   const bool from_dq = g.has_grad(0), from_dk = g.has_grad(1), from_dv = g.has_grad(2);
@@ -91,12 +101,16 @@ std::vector<Tensor> attention_grad_grad(const GradContext& g) {
   if (vis.defined()) s = add(s, mul(sub(1.0, vis), kHidden));
   Tensor p = softmax(s, -1);
   if (vis.defined()) p = mul(p, vis);  // hidden keys, and every key of a row that sees none, get 0
+  // With dropout, the kernels' mask F (0 or 1 / (1 - rate)) as a tensor: the forward used P F,
+  // and dP is (dO V^T) F.
+  const Tensor keep = dropout_factors(g, q, k);
+  auto dropped = [&](const Tensor& x) { return keep.defined() ? mul(x, keep) : x; };
 
   // The first-order quantities the gradient needs: dP, d and dS.
   const bool via_scores = from_dq || from_dk;
   Tensor dp, centred, ds;
   if (via_scores) {
-    dp = matmul(dout, v, false, true);
+    dp = dropped(matmul(dout, v, false, true));
     centred = sub(dp, row_sum(mul(dp, p)));
     ds = mul(p, centred);
   }
@@ -115,18 +129,20 @@ std::vector<Tensor> attention_grad_grad(const GradContext& g) {
     if (want_q) accumulate(gq, mul(matmul(ds, g_dk), scale));
   }
 
-  // Through dV = P^T dO with P held, then dS = P (dP - d) with P held; gp gathers what reaches P.
+  // Through dV = (P F)^T dO with P held, then dS = P (dP - d) with P held; gp gathers what
+  // reaches P.
   Tensor gp;
   if (from_dv) {
-    if (want_dout) accumulate(gdout, matmul(p, g_dv));
-    if (want_q || want_k) gp = matmul(dout, g_dv, false, true);
+    if (want_dout) accumulate(gdout, matmul(dropped(p), g_dv));
+    if (want_q || want_k) gp = dropped(matmul(dout, g_dv, false, true));
   }
   if (gds.defined()) {
     const Tensor gds_p = mul(gds, p);
     const Tensor gdelta = row_sum(gds_p);
     if (want_q || want_k) accumulate(gp, sub(mul(gds, centred), mul(gdelta, dp)));
     if (want_dout || want_v) {
-      const Tensor gdp = sub(gds_p, mul(gdelta, p));  // P (g_dS - rowsum(g_dS P))
+      // P (g_dS - rowsum(g_dS P)), then through dP = (dO V^T) F.
+      const Tensor gdp = dropped(sub(gds_p, mul(gdelta, p)));
       if (want_dout) accumulate(gdout, matmul(gdp, v));
       if (want_v) gv = matmul(gdp, dout, true, false);
     }

@@ -280,6 +280,22 @@ void attention_grad_kernel(KernelContext& ctx) {
   });
 }
 
+// AttentionDropoutMask(q, k, seed): the factors dropout_factors gives the fused kernels, for the
+// whole [B, H, Sq, Sk], one task per block of query rows.
+template <class T>
+void dropout_mask_kernel(KernelContext& ctx) {
+  Geometry g = dropout_mask_params(ctx);
+  g.seed = static_cast<uint64_t>(*static_cast<const int64_t*>(raw_data(ctx.input(g.seed_input))));
+  T* out = static_cast<T*>(raw_data(ctx.output(0)));
+  const int64_t qblocks = (g.sq + kBr - 1) / kBr;
+  ctx.pool().parallel_for(g.batch * g.heads * qblocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t bh = t / qblocks, i0 = (t % qblocks) * kBr, rows = std::min(kBr, g.sq - i0);
+      dropout_factors(g, bh, i0, rows, 0, g.sk, out + (bh * g.sq + i0) * g.sk);
+    }
+  });
+}
+
 }  // namespace
 
 void register_attention_kernels() {
@@ -288,6 +304,8 @@ void register_attention_kernels() {
   register_kernel("ScaledDotProductAttentionGrad", DeviceType::CPU, float32, attention_grad_kernel<float>);
   register_kernel("ScaledDotProductAttentionGrad", DeviceType::CPU, float64, attention_grad_kernel<double>);
   register_via_float32({"ScaledDotProductAttention", "ScaledDotProductAttentionGrad"});
+  register_kernel("AttentionDropoutMask", DeviceType::CPU, float32, dropout_mask_kernel<float>);
+  register_kernel("AttentionDropoutMask", DeviceType::CPU, float64, dropout_mask_kernel<double>);
 }
 
 }  // namespace weft::cpu

@@ -153,15 +153,16 @@ __global__ void dkv_kernel(Geo g, const T* q, const T* k, const T* v, const T* d
 
 // The problem from the attributes and the inputs (q at `first`); the dropout seed is read back
 // from the device, once per call.
+uint64_t read_seed(KernelContext& ctx, int input) {
+  int64_t seed = 0;
+  cudaMemcpyAsync(&seed, raw_data(ctx.input(input)), sizeof(seed), cudaMemcpyDeviceToHost, cuda_context(ctx).stream);
+  cudaStreamSynchronize(cuda_context(ctx).stream);
+  return static_cast<uint64_t>(seed);
+}
+
 Geo geometry(KernelContext& ctx, int first, int extra) {
   Geo g = attention_params(ctx, first, extra);
-  if (g.seed_input >= 0) {
-    int64_t seed = 0;
-    cudaMemcpyAsync(&seed, raw_data(ctx.input(g.seed_input)), sizeof(seed), cudaMemcpyDeviceToHost,
-                    cuda_context(ctx).stream);
-    cudaStreamSynchronize(cuda_context(ctx).stream);
-    g.seed = static_cast<uint64_t>(seed);
-  }
+  if (g.seed_input >= 0) g.seed = read_seed(ctx, g.seed_input);
   return g;
 }
 
@@ -210,6 +211,26 @@ void attention_grad(KernelContext& ctx) {
   }
 }
 
+// AttentionDropoutMask: the factors keep_factor gives the kernels above, one thread per element.
+template <class P>
+__global__ void dropout_mask_kernel(Geo g, P* out, int64_t n) {
+  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int64_t j = e % g.sk, row = e / g.sk;
+  out[e] = keep_factor<P>(g, row / g.sq, row % g.sq, j);
+}
+
+template <class P>
+void dropout_mask(KernelContext& ctx) {
+  Geo g = dropout_mask_params(ctx);
+  g.seed = read_seed(ctx, g.seed_input);
+  const int64_t n = ctx.output(0).size();
+  if (n == 0) return;
+  dropout_mask_kernel<P><<<blocks_for(n), kThreads, 0, cuda_context(ctx).stream>>>(
+      g, static_cast<P*>(raw_data(ctx.output(0))), n);
+  check_launch(ctx);
+}
+
 template <class T, class P>
 void register_dtype(DType dt) {
   register_kernel("ScaledDotProductAttention", DeviceType::CUDA, dt, attention<T, P>);
@@ -219,6 +240,8 @@ void register_dtype(DType dt) {
 }  // namespace
 
 void register_attention_kernels() {
+  register_kernel("AttentionDropoutMask", DeviceType::CUDA, float32, dropout_mask<float>);
+  register_kernel("AttentionDropoutMask", DeviceType::CUDA, float64, dropout_mask<double>);
   register_dtype<float, float>(float32);
   register_dtype<double, double>(float64);
   register_dtype<Half, float>(float16);

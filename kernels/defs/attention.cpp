@@ -2,6 +2,7 @@
 //
 //   ScaledDotProductAttention(q, k, v [, mask] [, seed]) -> out, lse
 //   ScaledDotProductAttentionGrad(dout, q, k, v, out, lse [, mask] [, seed]) -> dq, dk, dv
+//   AttentionDropoutMask(q, k, seed) -> factors     attr: "dropout" (float in (0, 1))
 //   attrs: "scale" (float > 0), "causal" (bool), "has_mask" (bool), "dropout" (float in [0, 1))
 //
 // q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv]; out [B, H, Sq, Dv] =
@@ -14,6 +15,11 @@
 // scores, kept for the gradient, -inf for a row that sees no key. With dropout > 0 the last input
 // is an int64 scalar seed: the kept probabilities are those whose Philox draw for (seed, element
 // index) is at least `dropout`, scaled by 1 / (1 - dropout); the gradient redraws the same mask.
+//
+// AttentionDropoutMask gives that mask as a tensor, [B, H, Sq, Sk] in q's dtype (float32 or
+// float64): 1 / (1 - dropout) where the fused kernels keep a probability for this seed, 0 where
+// they drop it. q and k only give the shape. The second-order gradient of attention with dropout
+// (api/ops/attention_second_order.cpp) is composed of ops and needs the very mask the kernels drew.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -117,6 +123,22 @@ void infer_attention_grad(InferContext& ctx) {
   for (int i = 0; i < 3; ++i) ctx.set_output(i, ctx.input_dtype(1), ctx.input_shape(1 + i));
 }
 
+void infer_dropout_mask(InferContext& ctx) {
+  const double dropout = ctx.attrs().get<double>("dropout");
+  if (!(dropout > 0 && dropout < 1)) ctx.fail("dropout must be in (0, 1), got " + std::to_string(dropout));
+  check_dtype_in(ctx, 0, kFloating);
+  check_same_dtype(ctx, 0, 1);
+  const Shape& q = ctx.input_shape(0);
+  const Shape& k = ctx.input_shape(1);
+  if (q.rank() != 4 || k.rank() != 4 || !agree(q[0], k[0]) || !agree(q[1], k[1]))
+    ctx.fail("q and k must be [batch, heads, seq, head_dim] with the same batch and heads, got q " + q.to_string() +
+             ", k " + k.to_string());
+  if (ctx.input_dtype(2) != DType::Int64 || ctx.input_shape(2).rank() != 0)
+    ctx.fail("the dropout seed must be an int64 scalar, got " + std::string(dtype_name(ctx.input_dtype(2))) + " " +
+             ctx.input_shape(2).to_string());
+  ctx.set_output(0, ctx.input_dtype(0), Shape{q[0], q[1], q[2], k[2]});
+}
+
 // Two products of B H Sq Sk (D + Dv) multiply-adds (halved when causal); reads q, k, v once per
 // query block of 64 rows, writes the output once.
 Cost attention_cost(const InferContext& ctx) {
@@ -157,6 +179,9 @@ void register_attention_defs() {
   op_registry().add({.name = "ScaledDotProductAttentionGrad", .display = "scaled_dot_product_attention_grad",
                      .min_inputs = 6, .max_inputs = 8, .num_outputs = 3, .attrs = attrs,
                      .infer = infer_attention_grad, .cost = attention_grad_cost});
+  op_registry().add({.name = "AttentionDropoutMask", .display = "attention_dropout_mask", .min_inputs = 3,
+                     .max_inputs = 3, .attrs = {{"dropout", AttrType::Float}}, .infer = infer_dropout_mask,
+                     .flags = kNotDifferentiable});
 }
 
 }  // namespace weft::defs

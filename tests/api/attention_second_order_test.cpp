@@ -3,7 +3,8 @@
 // taken by an inner tape, against central differences in float64 (causal with Sq = Sk, Sq < Sk and
 // Sq > Sk, broadcast masks with a row that keeps nothing, unmasked with Sq != Sk and Dv != D), with
 // only some of the first gradients used or some inputs watched, against the composed ops over
-// more than one kernel tile, eager against traced, 16-bit inputs, and the error for dropout.
+// more than one kernel tile, eager against traced, 16-bit inputs, and dropout (whose mask
+// AttentionDropoutMask gives, checked against its Philox definition).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "api/dispatch.h"
 #include "gradient_check.h"
+#include "kernels/philox.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -185,26 +188,93 @@ TEST(AttentionSecondOrder, SixteenBitThroughFloat32) {
   }
 }
 
-TEST(AttentionSecondOrder, DropoutIsUnimplementedWithAClearError) {
-  const Dims n{1, 2, 4, 4, 3, 3};
-  const std::vector<Tensor> x = inputs(n, 500);
-  const Tensor w = random::uniform({3 * 24}, 0.5, 1.5, 501, float64);
-  const Attend attend = fused({.causal = true, .dropout = 0.2, .seed = 7});
-  // The first order with dropout works under an outer tape; asking that tape is what fails.
-  GradientTape outer;
-  for (const Tensor& t : x) outer.watch(t);
-  const Tensor first = flat(first_gradients(attend, x[0], x[1], x[2], x[3]));
-  EXPECT_EQ(first.shape(), w.shape());
-  try {
-    outer.gradient(reduce_sum(mul(first, w)), x);
-    FAIL() << "no error";
-  } catch (const Unimplemented& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("scaled_dot_product_attention_grad"), std::string::npos) << m;
-    EXPECT_NE(m.find("second-order gradients of attention with dropout are not supported"), std::string::npos) << m;
+// The mask the fused kernels draw for (seed, rate), as AttentionDropoutMask gives it.
+Tensor dropout_mask(const Tensor& q, const Tensor& k, int64_t seed, double rate) {
+  return dispatch(op_def("AttentionDropoutMask"), std::vector<Tensor>{q, k, constant(seed)}, {{"dropout", rate}})[0];
+}
+
+// The mask against its definition written here: element e = ((b H + h) Sq + i) Sk + j is kept
+// (1 / (1 - rate)) when the float of word e % 4 of Philox block e / 4 is at least the rate.
+TEST(AttentionDropoutMask, MatchesThePhiloxDraws) {
+  const Tensor q = zeros({2, 3, 5, 4}, float64), k = zeros({2, 3, 7, 4}, float64);
+  const double rate = 0.3;
+  const std::vector<double> got = dropout_mask(q, k, 99, rate).to_vector<double>();
+  ASSERT_EQ(got.size(), 2u * 3 * 5 * 7);
+  const Philox4x32 philox(99);
+  int64_t kept = 0;
+  for (uint64_t e = 0; e < got.size(); ++e) {
+    const bool keep = unit_float(philox(e / 4)[e % 4]) >= static_cast<float>(rate);
+    EXPECT_EQ(got[e], keep ? 1.0 / (1.0 - rate) : 0.0) << e;
+    kept += keep;
   }
-  // dropout 0 is no dropout.
-  EXPECT_NO_THROW(second_order(fused({.causal = true, .dropout = 0.0, .seed = 7}), x, w));
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, static_cast<int64_t>(got.size()));
+  // float32 draws the same mask.
+  const std::vector<float> f = dropout_mask(cast(q, float32), cast(k, float32), 99, rate).to_vector<float>();
+  for (size_t e = 0; e < got.size(); ++e) EXPECT_EQ(f[e] != 0, got[e] != 0) << e;
+  auto traced = function([&](Tensor a, Tensor b) { return dropout_mask(a, b, 99, rate); });
+  EXPECT_EQ(traced(q, k).to_vector<double>(), got);
+  // Bad input names the op and what is wrong.
+  try {
+    dropout_mask(q, zeros({2, 3, 7}, float64), 99, rate);
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_dropout_mask"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k (2, 3, 7)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(dropout_mask(q, k, 99, 0.0), InvalidArgument);
+}
+
+// With dropout, against central differences (the seed fixes the mask).
+TEST(AttentionSecondOrder, DropoutMatchesFiniteDifferences) {
+  expect_second_order_matches({1, 2, 4, 4, 3, 3}, {.causal = true, .dropout = 0.3, .seed = 7}, "causal, dropout 0.3");
+  expect_second_order_matches({2, 1, 3, 5, 4, 2},
+                              {.mask = bool_mask({1, 0, 1, 1, 1}, Shape{5}), .dropout = 0.5, .seed = 11},
+                              "mask [Sk], dropout 0.5, Sq 3, Sk 5, Dv 2");
+}
+
+// With dropout over several kernel tiles: the fused first and second orders against
+// softmax(...) F v written with ops and F from AttentionDropoutMask, which also shows that the
+// mask is the one the fused forward and gradient kernels drew.
+TEST(AttentionSecondOrder, DropoutEqualsTheComposedOpsOverSeveralTiles) {
+  const Dims n{1, 2, 70, 140, 8, 6};
+  const std::vector<Tensor> x = inputs(n, 700);
+  const double scale = 1.0 / std::sqrt(8.0), rate = 0.25;
+  const int64_t seed = 42;
+  const Tensor keep = dropout_mask(x[0], x[1], seed, rate);
+  std::vector<int32_t> tri(70 * 140);
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t j = 0; j < 140; ++j) tri[i * 140 + j] = j <= i + 70;
+  const Tensor bias = mul(sub(1.0, cast(constant(tri, Shape{70, 140}), float64)), -1e30);
+  const Attend composed = [&](const Tensor& q, const Tensor& k, const Tensor& v) {
+    return matmul(mul(softmax(add(mul(matmul(q, k, false, true), scale), bias), -1), keep), v);
+  };
+  const Attend attend = fused({.causal = true, .dropout = rate, .seed = seed});
+  auto expect_near = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+    for (size_t e = 0; e < a.size(); ++e) ASSERT_NEAR(a[e], b[e], 1e-10 * std::max(1.0, std::abs(b[e]))) << what << " " << e;
+  };
+  expect_near(attend(x[0], x[1], x[2]), composed(x[0], x[1], x[2]), "forward");
+  const std::vector<Tensor> f1 = first_gradients(attend, x[0], x[1], x[2], x[3]);
+  const std::vector<Tensor> c1 = first_gradients(composed, x[0], x[1], x[2], x[3]);
+  for (size_t i = 0; i < 3; ++i) expect_near(f1[i], c1[i], "first order " + std::to_string(i));
+  const Tensor w = random::uniform({2 * 70 * 8 + 2 * 140 * 8 + 2 * 140 * 6}, 0.5, 1.5, 701, float64);
+  const std::vector<Tensor> got = second_order(attend, x, w), want = second_order(composed, x, w);
+  for (size_t i = 0; i < 4; ++i) expect_near(got[i], want[i], "second order " + std::to_string(i));
+}
+
+TEST(AttentionSecondOrder, DropoutTracedEqualsEager) {
+  const Dims n{1, 2, 9, 12, 8, 4};
+  const std::vector<Tensor> x = inputs(n, 800, float32);
+  const Tensor w = random::uniform({2 * (9 * 8 + 12 * 8 + 12 * 4)}, 0.5, 1.5, 801, float32);
+  const Attend attend = fused({.causal = true, .dropout = 0.2, .seed = 5});
+  const std::vector<Tensor> eager = second_order(attend, x, w);
+  auto traced =
+      function([&](Tensor q, Tensor k, Tensor v, Tensor dout) { return second_order(attend, {q, k, v, dout}, w); });
+  const std::vector<Tensor> t = traced(x[0], x[1], x[2], x[3]);
+  ASSERT_EQ(t.size(), eager.size());
+  for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(t[i].to_vector<float>(), eager[i].to_vector<float>()) << i;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include "kernels/register_all.h"
 #include "runtime/device.h"
+#include "runtime/half.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/tensor_internals.h"
 
@@ -210,6 +211,65 @@ inline ::testing::AssertionResult same_values(const Tensor& want, const Tensor& 
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return result << "\n  " << bad << " of " << want.size() << " elements differ";
+}
+
+// Values uniform in [lo, hi], in `dtype` (16-bit ones rounded from float).
+inline Tensor uniform(DType dtype, const Shape& shape, uint64_t seed, double lo, double hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  const size_t n = static_cast<size_t>(shape.num_elements());
+  std::vector<double> v(n);
+  for (double& e : v) e = d(rng);
+  switch (dtype) {
+    case DType::Float64: return Tensor::from_host(dtype, shape, v.data());
+    case DType::Float32: {
+      std::vector<float> f(v.begin(), v.end());
+      return Tensor::from_host(dtype, shape, f.data());
+    }
+    case DType::Float16: {
+      std::vector<Half> h(n);
+      for (size_t i = 0; i < n; ++i) h[i] = float_to_half(static_cast<float>(v[i]));
+      return Tensor::from_host(dtype, shape, h.data());
+    }
+    default: {
+      std::vector<BFloat16> h(n);
+      for (size_t i = 0; i < n; ++i) h[i] = float_to_bfloat16(static_cast<float>(v[i]));
+      return Tensor::from_host(dtype, shape, h.data());
+    }
+  }
+}
+
+// Every output of `op` run on `device`, on the host.
+inline std::vector<Tensor> run_all(Device& device, const char* name, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  const OpDef& op = op_registry().get(name);
+  InferContext ic(op, inputs, attrs);
+  op.infer(ic);
+  std::vector<TensorMeta> metas;
+  for (int i = 0; i < ic.num_outputs(); ++i) metas.push_back(ic.output(i));
+  KernelFn fn = find_kernel(op, device.type(), inputs[op.kernel_dtype_input].dtype());
+  if (!fn) throw InvalidArgument(std::string("no kernel for ") + name);
+  std::vector<Tensor> ins;
+  for (const Tensor& t : inputs) ins.push_back(t.to(&device));
+  std::vector<Tensor> outs(metas.size());
+  run_kernel(op, fn, device, attrs, ins, outs, [&](size_t i) { return metas[i]; });
+  for (Tensor& t : outs) t = t.to(cpu_device());
+  return outs;
+}
+
+// Every element within rel |want| + abs of the CPU's; NaN matches NaN and infinities must be equal.
+inline ::testing::AssertionResult close(const Tensor& want, const Tensor& got, double rel, double abs) {
+  if (want.dtype() != got.dtype() || want.shape() != got.shape())
+    return ::testing::AssertionFailure() << "dtypes or shapes differ";
+  int64_t bad = 0;
+  ::testing::AssertionResult result = ::testing::AssertionFailure();
+  for (int64_t i = 0; i < want.size(); ++i) {
+    const double w = element(want, i), g = element(got, i);
+    if (w == g || (std::isnan(w) && std::isnan(g))) continue;
+    if (std::isfinite(w) && std::isfinite(g) && std::fabs(w - g) <= rel * std::fabs(w) + abs) continue;
+    if (bad++ < 5) result << "\n  element " << i << ": CPU " << w << ", GPU " << g;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return result << "\n  " << bad << " of " << want.size() << " differ";
 }
 
 }  // namespace weft::gpu_test

@@ -17,22 +17,6 @@
 namespace weft::gpu_test {
 namespace {
 
-// |want - got| <= rel * |want| + abs, NaN matching NaN and infinities equal.
-::testing::AssertionResult close_values(const Tensor& want, const Tensor& got, double rel, double abs) {
-  if (want.dtype() != got.dtype() || want.shape() != got.shape())
-    return ::testing::AssertionFailure() << "dtypes or shapes differ";
-  int64_t bad = 0;
-  ::testing::AssertionResult result = ::testing::AssertionFailure();
-  for (int64_t i = 0; i < want.size(); ++i) {
-    const double w = element(want, i), g = element(got, i);
-    if ((std::isnan(w) && std::isnan(g)) || w == g) continue;
-    if (std::isfinite(w) && std::isfinite(g) && std::fabs(w - g) <= rel * std::fabs(w) + abs) continue;
-    if (bad++ < 5) result << "\n  element " << i << ": CPU " << w << ", GPU " << g;
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return result << "\n  " << bad << " of " << want.size() << " differ";
-}
-
 struct Tolerance {
   double rel, abs;
 };
@@ -99,7 +83,7 @@ TEST(CudaSoftmax, MatchesCpu) {
         Tensor want = run_on(*cpu_device(), op, {x}, dt, c.shape, attrs);
         Tensor got = run_on(*gpu(), op, {x}, dt, c.shape, attrs);
         const Tolerance t = softmax_tolerance(dt, log);
-        ASSERT_TRUE(close_values(want, got, t.rel, t.abs))
+        ASSERT_TRUE(close(want, got, t.rel, t.abs))
             << op << " " << dtype_name(dt) << " " << c.shape.to_string() << " axis " << c.axis;
       }
     }
@@ -119,7 +103,7 @@ TEST(CudaSoftmax, SixteenBitMatchesRoundedFloat32) {
         Tensor want = cast_on_cpu(run_on(*cpu_device(), op, {cast_on_cpu(x16, float32)}, float32, c.shape, attrs), dt);
         Tensor got = run_on(*gpu(), op, {x16}, dt, c.shape, attrs);
         const Tolerance t = softmax_tolerance(dt, log);
-        ASSERT_TRUE(close_values(want, got, t.rel, t.abs))
+        ASSERT_TRUE(close(want, got, t.rel, t.abs))
             << op << " " << dtype_name(dt) << " " << c.shape.to_string() << " axis " << c.axis;
       }
     }
@@ -145,7 +129,7 @@ TEST(CudaSoftmax, OutputMayAliasTheInput) {
     ins.clear();
     EXPECT_EQ(raw_data(outs[0]), buffer) << "the output did not take the input's buffer";
     const Tolerance t = softmax_tolerance(float32, false);
-    EXPECT_TRUE(close_values(want, outs[0].to(cpu_device()), t.rel, t.abs)) << shape.to_string();
+    EXPECT_TRUE(close(want, outs[0].to(cpu_device()), t.rel, t.abs)) << shape.to_string();
   }
 }
 
@@ -235,7 +219,7 @@ TEST(CudaSparseXent, MatchesCpu) {
         }
         const std::string what = std::string(dtype_name(dt)) + " labels " + std::string(dtype_name(label_dt)) + " (" +
                                  std::to_string(n) + ", " + std::to_string(classes) + ")";
-        ASSERT_TRUE(close_values(want[0], got[0], rel, rel)) << "loss " << what;
+        ASSERT_TRUE(close(want[0], got[0], rel, rel)) << "loss " << what;
         ASSERT_TRUE(close_backprop(want[1], got[1], labels, rel, dt == float16 ? 1.0 / (1 << 23) : 1e-37))
             << "backprop " << what;
       }
@@ -265,7 +249,7 @@ TEST(CudaSparseXent, OutOfRangeLabelsFailLikeTheCpu) {
   std::vector<int32_t> good = {0, 4, 2};
   std::vector<Tensor> got = run_xent(*gpu(), x, Tensor::from_host(int32, Shape{3}, good.data()));
   std::vector<Tensor> want = run_xent(*cpu_device(), x, Tensor::from_host(int32, Shape{3}, good.data()));
-  EXPECT_TRUE(close_values(want[0], got[0], 1e-5, 1e-5));
+  EXPECT_TRUE(close(want[0], got[0], 1e-5, 1e-5));
   // uint8 labels past the class count, and int64 labels far out of range.
   std::vector<uint8_t> big = {1, 2, 200};
   EXPECT_THROW(run_xent(*gpu(), x, Tensor::from_host(uint8, Shape{3}, big.data())), InvalidArgument);
