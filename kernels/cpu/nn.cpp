@@ -12,6 +12,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/reduce_loops.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -67,12 +68,17 @@ void softmax_row(const T* x, T* y, int64_t n) {
   scale_block<T, kLog>(y, n, row_shift<T, kLog>(s));
 }
 
-// Short rows (a softmax over a few classes, attention over a short sequence) a group at a time:
-// one exponential call over the whole group instead of one per row, whose fixed cost dominated
-// rows of tens of elements. Each row's values and sum are those of softmax_row (the exponential
-// is elementwise, and every row fits one chunk there), so the bits do not depend on the path.
+// Short rows (a softmax over a few classes, attention over a short sequence): float32 rows in one
+// pass each, in registers (vector_math.h's softmax_rows); float64 ones a group at a time, one
+// exponential call over the whole group instead of one per row, whose fixed cost dominated rows of
+// tens of elements. Each row's values and sum are those of softmax_row (the exponential is
+// elementwise, the sums are sum_run's, and every row fits one chunk there), so the bits do not
+// depend on the path.
 template <class T, bool kLog>
 void softmax_short_rows(const T* x, T* y, int64_t begin, int64_t end, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= kSoftmaxRowsMax) return softmax_rows(kLog, x + begin * n, y + begin * n, end - begin, n);
+  }
   alignas(64) T e[kChunk];
   const int64_t group = std::max<int64_t>(1, kChunk / n);
   for (int64_t r0 = begin; r0 < end; r0 += group) {

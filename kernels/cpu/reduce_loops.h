@@ -9,7 +9,10 @@
 // kVecs independent 16-byte vectors of lanes instead (GCC/Clang vector extensions): 16 bytes is
 // SIMD on every x86-64 and ARM64 target (wider vectors on a target without them are split into
 // scalar code), and four chains hide the latency of the adds. The lane layout is fixed by the
-// type, not the target, so every build returns the same bits.
+// type, not the target, so every build returns the same bits. A sum's order, for a run of at most
+// kPairwiseLeaf: element j into lane j % 16 of four float vectors (j % 8 of four double ones),
+// the run padded with zeros to whole vectors, then the vectors as (0 + 1) + (2 + 3) and their
+// lanes likewise (lane_sum); vector_math.h's one-pass softmax rows add in this very order.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,17 @@ inline Vec<T> load_vec(const T* p) {
   return v;
 }
 
+// The lanes of a vector added in pairs, then the pairs.
+template <class T>
+inline T lane_sum(const Vec<T>& t) {
+  if constexpr (kVecLen<T> == 4) {
+    return (t[0] + t[1]) + (t[2] + t[3]);
+  } else {
+    static_assert(kVecLen<T> == 2, "float and double only");
+    return t[0] + t[1];
+  }
+}
+
 // Runs up to this long are summed by one set of vectors; longer runs split in halves (pairwise).
 inline constexpr int64_t kPairwiseLeaf = 256;
 
@@ -66,17 +80,20 @@ T sum_run(const T* x, int64_t n) {
       const int64_t half = (n / 2) / S * S;
       return sum_run(x, half) + sum_run(x + half, n - half);
     }
-    T s = 0;
+    Vec<T> acc[kVecs] = {};
     int64_t i = 0;
-    if (n >= S) {
-      Vec<T> acc[kVecs] = {};
-      for (; i + S <= n; i += S)
-        for (int j = 0; j < kVecs; ++j) acc[j] += load_vec(x + i + j * L);
-      const Vec<T> t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-      for (int k = 0; k < L; ++k) s += t[k];
+    for (; i + S <= n; i += S)
+      for (int j = 0; j < kVecs; ++j) acc[j] += load_vec(x + i + j * L);
+    if (i < n) {
+      // The rest padded with zeros to one more step (adding +0 changes no sum but a -0 one, which
+      // starts from +0 anyway): short rows stay vectorised, where a chain of up to 15 dependent
+      // scalar adds took most of a 30-class softmax's row before, and a kernel with wider vectors
+      // (vector_math.h's softmax rows) can add the same lanes in the same order.
+      T pad[S] = {};
+      std::memcpy(pad, x + i, static_cast<size_t>(n - i) * sizeof(T));
+      for (int j = 0; j < kVecs; ++j) acc[j] += load_vec(pad + j * L);
     }
-    for (; i < n; ++i) s += x[i];
-    return s;
+    return lane_sum<T>((acc[0] + acc[1]) + (acc[2] + acc[3]));
   }
 }
 

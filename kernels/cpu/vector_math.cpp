@@ -77,6 +77,11 @@ void unary_math(UnaryMath f, const float* x, float* y, int64_t n) {
   }
 }
 
+void softmax_rows(bool log, const float* x, float* y, int64_t rows, int64_t n) {
+  const VectorMathTable& t = best_table();
+  (log ? t.log_softmax : t.softmax)(x, y, rows, n);
+}
+
 void unary_math(UnaryMath f, const double* x, double* y, int64_t n) {
   auto each = [&](auto fn) {
     for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);

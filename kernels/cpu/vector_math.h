@@ -29,11 +29,19 @@ enum class UnaryMath : uint8_t { kExp, kLog, kTanh, kSigmoid, kErf, kGelu };
 void unary_math(UnaryMath f, const float* x, float* y, int64_t n);
 void unary_math(UnaryMath f, const double* x, double* y, int64_t n);
 
+// Softmax (log: log-softmax) of `rows` contiguous rows of n floats, 1 <= n <= kSoftmaxRowsMax, in
+// one pass per row: the bits kernels/cpu/nn.cpp's separate steps (max_run, exp, sum_run, scale)
+// give the same row, on every instruction set. y may be x.
+inline constexpr int64_t kSoftmaxRowsMax = 256;
+void softmax_rows(bool log, const float* x, float* y, int64_t rows, int64_t n);
+
 // The instruction-set variants, for the tests that check they agree bit for bit.
 enum class VectorIsa : uint8_t { kScalar, kAvx2, kAvx512 };
 using FloatArrayFn = void (*)(const float* x, float* y, int64_t n);
+using FloatRowsFn = void (*)(const float* x, float* y, int64_t rows, int64_t n);
 struct VectorMathTable {
   FloatArrayFn exp, log, tanh, sigmoid, erf, gelu;
+  FloatRowsFn softmax, log_softmax;
 };
 // The table for `isa`, or null when this CPU lacks the instruction set.
 const VectorMathTable* vector_math_table(VectorIsa isa);

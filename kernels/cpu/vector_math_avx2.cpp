@@ -57,6 +57,30 @@ struct Avx2 {
   static M is_nan(F a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
   static M mor(M a, M b) { return _mm256_or_ps(a, b); }
   static F select(M m, F a, F b) { return _mm256_blendv_ps(b, a, m); }
+  static bool any(M m) { return _mm256_movemask_ps(m) != 0; }
+  // The first `count` lanes (1 <= count <= 8) of p, the others `fill`; the others are not read.
+  static F load_first(const float* p, long count, float fill) {
+    const I m = first(count);
+    return _mm256_blendv_ps(set(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static void store_first(float* p, F v, long count) { _mm256_maskstore_ps(p, first(count), v); }
+  static F keep_first(F v, long count) { return _mm256_and_ps(v, _mm256_castsi256_ps(first(count))); }
+  static float max_lanes(F v) {
+    __m128 t = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+  }
+  // acc[0] holds lanes 0-7, acc[1] 8-15: (A0 + A1) + (A2 + A3), then (0 + 1) + (2 + 3).
+  static float sum16(const F* acc) {
+    const __m128 a01 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
+    const __m128 a23 = _mm_add_ps(_mm256_castps256_ps128(acc[1]), _mm256_extractf128_ps(acc[1], 1));
+    const __m128 t = _mm_add_ps(a01, a23);
+    const __m128 pairs = _mm_add_ps(t, _mm_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
+  }
+  static I first(long count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
 };
 
 #include "kernels/cpu/vector_math_impl.h"
@@ -66,7 +90,7 @@ struct Avx2 {
 const VectorMathTable* vector_math_avx2() {
   using Fns = vmath_impl::Functions<Avx2>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
   return &table;
 }
 

@@ -15,10 +15,11 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #endif
-// GCC 12's own _mm512_slli_epi32 starts from _mm512_undefined_epi32(), which -Wmaybe-uninitialized
-// reports once inlined here.
+// GCC 12's own _mm512_slli_epi32 and _mm512_reduce_max_ps start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized and -Wuninitialized report once inlined here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace weft::cpu {
 
@@ -60,6 +61,25 @@ struct Avx512 {
   static M is_nan(F a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
   static M mor(M a, M b) { return static_cast<M>(a | b); }
   static F select(M m, F a, F b) { return _mm512_mask_blend_ps(m, b, a); }
+  static bool any(M m) { return m != 0; }
+  // The first `count` lanes (1 <= count <= 16) of p, the others `fill`; the others are not read.
+  static F load_first(const float* p, long count, float fill) {
+    return _mm512_mask_loadu_ps(set(fill), first(count), p);
+  }
+  static void store_first(float* p, F v, long count) { _mm512_mask_storeu_ps(p, first(count), v); }
+  static F keep_first(F v, long count) { return _mm512_maskz_mov_ps(first(count), v); }  // the others 0
+  static float max_lanes(F v) { return _mm512_reduce_max_ps(v); }
+  // Lanes 0-3, 4-7, 8-11 and 12-15 added as (A0 + A1) + (A2 + A3), then its lanes as (0 + 1) + (2 + 3).
+  static float sum16(const F* acc) {
+    const __m128 a0 = _mm512_castps512_ps128(acc[0]), a1 = _mm512_extractf32x4_ps(acc[0], 1);
+    const __m128 a2 = _mm512_extractf32x4_ps(acc[0], 2), a3 = _mm512_extractf32x4_ps(acc[0], 3);
+    return fold4(_mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
+  }
+  static float fold4(__m128 t) {
+    const __m128 pairs = _mm_add_ps(t, _mm_shuffle_ps(t, t, _MM_SHUFFLE(2, 3, 0, 1)));  // t0 + t1, ., t2 + t3, .
+    return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_movehl_ps(pairs, pairs)));
+  }
+  static __mmask16 first(long count) { return static_cast<__mmask16>((1u << count) - 1); }
 };
 
 #include "kernels/cpu/vector_math_impl.h"
@@ -69,7 +89,7 @@ struct Avx512 {
 const VectorMathTable* vector_math_avx512() {
   using Fns = vmath_impl::Functions<Avx512>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
   return &table;
 }
 

@@ -8,6 +8,9 @@
 //   abs(a), with_sign_of(magnitude, sign)
 //   I bits(F), F from_bits(I), iset(int), iadd, isub, sll<k>, sra<k>, to_float(I)
 //   M lt(a, b), ge(a, b), eq(a, b), is_nan(a), mor(M, M), select(M, a, b) = m ? a : b
+//   any(M); load_first(p, count, fill), store_first(p, v, count), keep_first(v, count): the first
+//   count lanes (the others fill, untouched, 0); max_lanes(v); sum16(acc): the 16 lanes of
+//   16 / kLanes vectors added in reduce_loops.h's order
 //
 // Only exact operations and correctly rounded ones appear, so every V gives the same bits. The
 // coefficients are minimax fits (Lawson's iteration on Chebyshev nodes against 40-digit
@@ -169,6 +172,85 @@ inline void map_array(const float* x, float* y, long n, Fn f) {
   for (long j = 0; i + j < n; ++j) y[i + j] = pad[j];
 }
 
+// Softmax (kLog: log-softmax) of `rows` rows of n floats, 1 <= n <= kSoftmaxRowsMax, each row with
+// the bits of the separate steps kernels/cpu/nn.cpp takes on a longer row: m = the row's max (NaN
+// when it holds one); e = exp(x - m); s = the sum of e in reduce_loops.h's order (element j in
+// lane j % 16, the row padded with zeros to a multiple of 16, the 16 lanes folded as
+// (l + (l + 4)) + ((l + 8) + (l + 12)) for l < 4 and those four as (0 + 1) + (2 + 3)); then
+// y = e * float(1 / double(s)), or for the log y = (x - m) - float(log(double(s))). One pass per
+// row in registers, where the separate steps cost a call and a loop each: a 30-class softmax's
+// rows were mostly that.
+
+// kRows rows at once, their steps interleaved: each row is a chain of dependent steps (max,
+// exp, sum, divide, scale), and one row at a time left the cores waiting on it.
+template <class V, bool kLog, int kRows>
+inline void softmax_row_group(const float* x, float* y, long n) {
+  using F = typename V::F;
+  constexpr int W = V::kLanes, kAcc = 16 / W;
+  static_assert(16 % W == 0, "a vector is 1, 8 or 16 lanes");
+  const long padded = (n + 15) / 16 * 16;
+  const float inf = __builtin_inff();
+  // Whole vectors only, each stored and loaded at the same place and width: a narrower store
+  // followed by a wider load cannot be forwarded, and stalls.
+  alignas(64) float buf[kRows][kSoftmaxRowsMax];
+  F mv[kRows];
+  for (int g = 0; g < kRows; ++g) mv[g] = V::set(-inf);
+  auto nan = V::is_nan(mv[0]);
+  for (long j = 0; j < n; j += W)
+    for (int g = 0; g < kRows; ++g) {
+      const float* xr = x + g * n + j;
+      const F v = n - j >= W ? V::load(xr) : V::load_first(xr, n - j, -inf);
+      mv[g] = V::max(v, mv[g]);
+      nan = V::mor(nan, V::is_nan(v));
+    }
+  float m[kRows];
+  for (int g = 0; g < kRows; ++g) m[g] = V::max_lanes(mv[g]);
+  if (V::any(nan))  // a row holding NaN has the max NaN, as max_run says
+    for (int g = 0; g < kRows; ++g)
+      for (long j = 0; j < n; ++j)
+        if (x[g * n + j] != x[g * n + j]) m[g] = __builtin_nanf("");
+  F mvec[kRows];
+  for (int g = 0; g < kRows; ++g) mvec[g] = V::set(m[g]);
+  F acc[kRows][kAcc];
+  for (int g = 0; g < kRows; ++g)
+    for (int q = 0; q < kAcc; ++q) acc[g][q] = V::set(0.0f);
+  for (long j0 = 0; j0 < padded; j0 += 16)
+    for (int q = 0; q < kAcc; ++q) {  // constant trip counts: acc stays in registers
+      const long j = j0 + q * W, count = n - j;
+      if (count <= 0) break;  // the rest is the sum's zero padding
+      for (int g = 0; g < kRows; ++g) {
+        // The padding's lanes are m - m = 0's, then zeroed: exp(-inf) would pass through
+        // subnormal numbers, which cost a microcode assist per lane on x86.
+        const float* xr = x + g * n + j;
+        const F d = V::sub(count >= W ? V::load(xr) : V::load_first(xr, count, m[g]), mvec[g]);
+        F ex = exp<V>(d);
+        if (count < W) ex = V::keep_first(ex, count);
+        V::store(buf[g] + j, kLog ? d : ex);
+        acc[g][q] = V::add(acc[g][q], ex);
+      }
+    }
+  F factor[kRows];
+  for (int g = 0; g < kRows; ++g) {
+    const double sum = static_cast<double>(V::sum16(acc[g]));
+    factor[g] = V::set(static_cast<float>(kLog ? __builtin_log(sum) : 1.0 / sum));
+  }
+  for (long j = 0; j < n; j += W)
+    for (int g = 0; g < kRows; ++g) {
+      const F v = V::load(buf[g] + j);
+      const F out = kLog ? V::sub(v, factor[g]) : V::mul(v, factor[g]);
+      if (n - j >= W) V::store(y + g * n + j, out);
+      else V::store_first(y + g * n + j, out, n - j);
+    }
+}
+
+template <class V, bool kLog>
+inline void softmax_rows(const float* x, float* y, long rows, long n) {
+  constexpr int kGroup = V::kLanes > 1 ? 4 : 1;
+  long r = 0;
+  for (; r + kGroup <= rows; r += kGroup) softmax_row_group<V, kLog, kGroup>(x + r * n, y + r * n, n);
+  for (; r < rows; ++r) softmax_row_group<V, kLog, 1>(x + r * n, y + r * n, n);
+}
+
 template <class V>
 struct Functions {
   static void exp_array(const float* x, float* y, long n) { map_array<V>(x, y, n, exp<V>); }
@@ -177,6 +259,8 @@ struct Functions {
   static void sigmoid_array(const float* x, float* y, long n) { map_array<V>(x, y, n, sigmoid<V>); }
   static void erf_array(const float* x, float* y, long n) { map_array<V>(x, y, n, erf<V>); }
   static void gelu_array(const float* x, float* y, long n) { map_array<V>(x, y, n, gelu<V>); }
+  static void softmax(const float* x, float* y, long rows, long n) { softmax_rows<V, false>(x, y, rows, n); }
+  static void log_softmax(const float* x, float* y, long rows, long n) { softmax_rows<V, true>(x, y, rows, n); }
 };
 
 }  // namespace vmath_impl

@@ -47,6 +47,16 @@ struct Scalar {
   static M is_nan(F a) { return a != a; }
   static M mor(M a, M b) { return a || b; }
   static F select(M m, F a, F b) { return m ? a : b; }
+  static bool any(M m) { return m; }
+  static F load_first(const float* p, long, float) { return *p; }  // count is 1
+  static void store_first(float* p, F v, long) { *p = v; }
+  static F keep_first(F v, long) { return v; }
+  static float max_lanes(F v) { return v; }
+  static float sum16(const F* a) {
+    float t[4];
+    for (int l = 0; l < 4; ++l) t[l] = (a[l] + a[l + 4]) + (a[l + 8] + a[l + 12]);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+  }
 };
 
 #include "kernels/cpu/vector_math_impl.h"
@@ -56,7 +66,7 @@ struct Scalar {
 const VectorMathTable* vector_math_scalar() {
   using Fns = vmath_impl::Functions<Scalar>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
   return &table;
 }
 

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace weft::cpu {
@@ -170,6 +172,55 @@ TEST(VectorMath, GeluIsItsCompositionOnEveryInstructionSet) {
       ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(scalar_gelu[i])) << vector_isa_name(isa) << " at x = " << xs[i];
     }
   }
+}
+
+// Softmax rows in one pass are the separate steps nn.cpp takes on longer rows, on every instruction
+// set: m = max_run, d = x - m, e = exp(d), s = sum_run(e) in double, then e * float(1 / s) or, for
+// the log, d - float(log(s)). Every length 1 to 256, several rows per call (and in place), values
+// whose exponentials underflow through the subnormals, and rows with NaN, infinities and only -inf.
+TEST(VectorMath, SoftmaxRowsAreTheSeparateStepsOnEveryInstructionSet) {
+  const VectorMathTable* scalar = vector_math_table(VectorIsa::kScalar);
+  std::mt19937 rng(7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](float a, float b) { return (a != a && b != b) || std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); };
+  int compared = 0;
+  for (int64_t n = 1; n <= kSoftmaxRowsMax; ++n) {
+    const int64_t rows = 6;
+    std::vector<float> x(static_cast<size_t>(rows * n));
+    std::uniform_real_distribution<float> wide(-120.0f, 20.0f), narrow(-3.0f, 3.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) x[r * n + j] = r % 2 ? wide(rng) : narrow(rng);
+    x[2 * n + (n - 1)] = nan;                         // row 2: a NaN, last
+    x[3 * n + n / 2] = inf;                           // row 3: +inf
+    for (int64_t j = 0; j < n; ++j) x[4 * n + j] = -inf;  // row 4: every element -inf
+    x[5 * n] = -inf;                                  // row 5: one -inf among numbers
+    for (bool log : {false, true}) {
+      // The separate steps, with the scalar table's exp.
+      std::vector<float> want(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * n;
+        std::vector<float> d(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+        const float m = max_run(xr, n);
+        for (int64_t j = 0; j < n; ++j) d[j] = xr[j] - m;
+        scalar->exp(d.data(), e.data(), n);
+        const double sum = static_cast<double>(sum_run(e.data(), n));
+        for (int64_t j = 0; j < n; ++j)
+          want[r * n + j] = log ? d[j] - static_cast<float>(std::log(sum)) : e[j] * static_cast<float>(1.0 / sum);
+      }
+      for (VectorIsa isa : {VectorIsa::kScalar, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+        const VectorMathTable* table = vector_math_table(isa);
+        if (!table) continue;
+        std::vector<float> got = x;  // in place
+        (log ? table->log_softmax : table->softmax)(got.data(), got.data(), rows, n);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_TRUE(same(got[i], want[i])) << (log ? "log_softmax" : "softmax") << " on " << vector_isa_name(isa)
+                                             << ", n " << n << ", row " << i / n << ", element " << i % n << ": got "
+                                             << got[i] << ", want " << want[i];
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 2 * 256);
 }
 
 TEST(VectorMath, Float64IsLibm) {
