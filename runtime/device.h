@@ -58,6 +58,11 @@ class Device {
   virtual void copy_to_peer(const void* src, Device& to, void* dst, size_t bytes, std::function<void()> read);
   // Waits for the work queued on the device (a GPU's compute stream). CUDA kernels reach their
   // stream through cuda_context(device) (runtime/cuda/cuda_context.h).
+  //
+  // On a GPU, synchronize() and the copies to the host (copy_to_host, and copy_to_host_async
+  // through `done`) are where the host waits for kernels, so they also raise the InvalidArgument
+  // of an out-of-range id a kernel met since the last such wait (GatherV2, UnsortedSegmentSum:
+  // runtime/cuda/index_error_record.h), naming the op that met it.
   virtual void synchronize() {}
 
  protected:

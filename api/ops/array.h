@@ -30,7 +30,8 @@ Tensor stack(const std::vector<Tensor>& values, int64_t axis = 0, const SourceLo
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size,
              const SourceLocation& loc = SourceLocation::current());
 // Rows (or slices along `axis`) of params picked by int32/int64 indices; an index out of range
-// is an InvalidArgument naming it.
+// is an InvalidArgument naming it (on a GPU, raised at the next read of a value from that GPU:
+// docs/gpu.md, "Errors found on the GPU").
 Tensor gather(const Tensor& params, const Tensor& indices, int64_t axis = 0,
               const SourceLocation& loc = SourceLocation::current());
 // float32 one-hot vectors along a new last axis; indices outside [0, depth) give all zeros.
@@ -55,7 +56,9 @@ Tensor size_of(const Tensor& x, DType dtype = int64, const SourceLocation& loc =
 
 // TensorFlow's unsorted_segment_sum: output[segment_ids[i...], ...] += data[i..., ...], with
 // output shape (num_segments,) + data.shape[segment_ids.rank:]. segment_ids (int32/int64) must have
-// a prefix of data's shape; an id outside [0, num_segments) is an InvalidArgument naming it.
+// a prefix of data's shape; an id outside [0, num_segments) is an InvalidArgument naming it (on a
+// GPU, at the next read of a value, as for gather). Rows are added in increasing order on every
+// device, so results have the same bits everywhere.
 // Segments no id names are zeros. data: float32, float64, int32 or int64.
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments,
                             const SourceLocation& loc = SourceLocation::current());

@@ -1,11 +1,16 @@
 // CUDA kernels of the array ops that copy: ConcatV2, Slice, GatherV2 and OneHot, with the CPU
 // kernels' semantics (kernels/cpu/array.cpp). ConcatV2, Slice and GatherV2 move bits only and take
-// all nine dtypes; GatherV2 refuses out-of-range indices with the CPU's message (which costs a
-// synchronisation); OneHot writes float32 and ignores indices outside [0, depth) as the CPU does.
+// all nine dtypes; OneHot writes float32 and ignores indices outside [0, depth) as the CPU does.
+//
+// GatherV2 refuses out-of-range indices with the CPU's message, but not at once: the gather writes
+// zeros where a bad index points and records it, and the error is raised at the device's next
+// synchronisation (kernels/cuda/index_check.cuh), so a good call never waits for the GPU.
 #include <cuda_runtime.h>
 
+#include "kernels/cpu/index_errors.h"
 #include "kernels/cuda/copy_launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/index_check.cuh"
 #include "runtime/tensor_internals.h"
 
 namespace weft::cuda {
@@ -67,15 +72,22 @@ void slice_kernel(KernelContext& ctx) {
   });
 }
 
-// Output (outer, count, inner) from params (outer, limit, inner); the indices are already checked.
+// Output (outer, count, inner) from params (outer, limit, inner). An index outside [0, limit)
+// gives zeros and is recorded (by every element that reads it; the slot keeps one).
 template <class W, class I>
 __global__ void gather_kernel(W* __restrict__ out, const W* __restrict__ params, const I* __restrict__ idx, int64_t n,
-                              int64_t count, int64_t inner, int64_t limit) {
+                              int64_t count, int64_t inner, int64_t limit, IndexErrorSlot* slot, uint64_t call) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t q = i / inner, e = i - q * inner;
     const int64_t o = q / count, j = q - o * count;
-    out[i] = params[(o * limit + static_cast<int64_t>(idx[j])) * inner + e];
+    const int64_t v = static_cast<int64_t>(idx[j]);
+    if (id_in_range(v, limit)) {
+      out[i] = params[(o * limit + v) * inner + e];
+    } else {
+      out[i] = W{};
+      record_bad_id(slot, call, j, v);
+    }
   }
 }
 
@@ -86,22 +98,28 @@ void gather_typed(KernelContext& ctx) {
   const Tensor& out = ctx.output(0);
   const int64_t axis = normalized_axis(ctx.attrs.get_or<int64_t>("axis", 0), params.rank());
   const int64_t limit = params.shape()[axis];
-  check_ids_in_range(ctx, indices, limit, [&](int64_t j, int64_t value) {
-    return cpu::gather_index_message(j, indices.shape(), value, axis, params.shape(), limit);
-  });
+  const int64_t count = indices.size();
+  if (count == 0) return;  // the output is empty, and there is nothing to check
+  // Copies: the message is made at the next synchronisation, after this call has returned.
+  auto message = [indices_shape = indices.shape(), params_shape = params.shape(), axis, limit](int64_t j,
+                                                                                              int64_t value) {
+    return cpu::gather_index_message(j, indices_shape, value, axis, params_shape, limit);
+  };
+  const I* idx = static_cast<const I*>(raw_data(indices));
   const int64_t n = out.size();
-  if (n == 0) return;
+  if (n == 0) return check_ids_only(ctx, idx, count, limit, std::move(message));  // bad indices still fail
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < params.rank(); ++d) inner *= params.shape()[d];
-  const int64_t count = indices.size();
   CudaContext& cu = cuda_context(ctx);
   const LaunchGeometry lg = launch_geometry(n);
-  visit_width(params, [&](auto w) {
-    using W = decltype(w);
-    gather_kernel<W, I><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-        out_data<W>(ctx), in_data<W>(ctx, 0), static_cast<const I*>(raw_data(indices)), n, count, inner, limit);
+  launch_with_id_check(ctx, std::move(message), [&](IndexErrorSlot* slot, uint64_t call) {
+    visit_width(params, [&](auto w) {
+      using W = decltype(w);
+      gather_kernel<W, I><<<lg.blocks, lg.threads, 0, cu.stream>>>(out_data<W>(ctx), in_data<W>(ctx, 0), idx, n,
+                                                                   count, inner, limit, slot, call);
+    });
+    check_launch(ctx);
   });
-  check_launch(ctx);
 }
 
 void gather(KernelContext& ctx) {

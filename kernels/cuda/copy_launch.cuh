@@ -1,18 +1,16 @@
 // Shared by the CUDA data-movement kernels (transpose.cu, array.cu, pad.cu, scatter.cu,
 // creation.cu): copies typed by element width only (a float and an int32 move alike, so each
 // kernel is compiled for four widths instead of nine dtypes), the strided gather of
-// copy_geometry.h, plain device-to-device copies, and the check of index tensors against a bound
-// that refuses bad data with the CPU kernel's message.
+// copy_geometry.h, and plain device-to-device copies. Index tensors are checked by the kernels
+// that read them (index_check.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
 #include <utility>
 
 #include "kernels/cpu/copy_util.h"
-#include "kernels/cpu/index_errors.h"
 #include "kernels/cuda/copy_geometry.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/elementwise_launch.cuh"
@@ -72,49 +70,6 @@ inline void copy_on_stream(const KernelContext& ctx, void* dst, const void* src,
   if (bytes == 0) return;
   CudaContext& cu = cuda_context(ctx);
   check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream), "copy on device");
-}
-
-inline constexpr int32_t kErrorIndexOutOfRange = 3;
-
-template <class I>
-__global__ void check_range_kernel(const I* __restrict__ values, int64_t count, int64_t limit, int32_t* error) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < count; j += stride) {
-    const int64_t v = static_cast<int64_t>(values[j]);
-    if (v < 0 || v >= limit) report_error(error, kErrorIndexOutOfRange);
-  }
-}
-
-// Refuses `ids` (an int32 or int64 tensor on ctx's GPU) when a value is outside [0, limit):
-// ctx.fail(message(flat position, value)) for the first such value, as the CPU kernel does. The
-// check synchronises with the stream; only the failing case copies the ids to the host, to name
-// the first bad one.
-template <class Message>
-void check_ids_in_range(const KernelContext& ctx, const Tensor& ids, int64_t limit, Message&& message) {
-  const int64_t count = ids.size();
-  if (count == 0) return;
-  const LaunchGeometry lg = launch_geometry(count);
-  auto find_first = [&](auto zero) -> std::string {
-    using I = decltype(zero);
-    const Tensor host = ids.to(cpu_device());
-    const I* v = static_cast<const I*>(raw_data(host));
-    const int64_t j = cpu::first_out_of_range(v, count, limit);
-    if (j < 0) return "the CUDA range check reported an index out of range that the host cannot find";
-    return message(j, static_cast<int64_t>(v[j]));
-  };
-  launch_checked(
-      ctx,
-      [&](int32_t* word) {
-        CudaContext& cu = cuda_context(ctx);
-        if (ids.dtype() == DType::Int64)
-          check_range_kernel<int64_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-              static_cast<const int64_t*>(raw_data(ids)), count, limit, word);
-        else
-          check_range_kernel<int32_t><<<lg.blocks, lg.threads, 0, cu.stream>>>(
-              static_cast<const int32_t*>(raw_data(ids)), count, limit, word);
-        check_launch(ctx);
-      },
-      [&](int32_t) { return ids.dtype() == DType::Int64 ? find_first(int64_t{}) : find_first(int32_t{}); });
 }
 
 }  // namespace weft::cuda

@@ -1,5 +1,6 @@
 // What a CUDA kernel needs from its device, typed: the compute stream, a cuBLASLt handle and its
-// workspace, and a word on the GPU through which kernels report bad data. Usable from .cu and .cpp.
+// workspace, a word on the GPU through which kernels report bad data at once, and the record of
+// out-of-range ids reported at the next synchronisation. Usable from .cu and .cpp.
 //
 //   void add_f32(KernelContext& ctx) {
 //     CudaContext& cu = cuda_context(ctx);       // also makes ctx's GPU this thread's current one
@@ -22,6 +23,7 @@ namespace weft {
 
 class Device;
 struct KernelContext;
+class IndexErrorRecord;
 
 struct CudaContext {
   cudaStream_t stream = nullptr;   // the device's compute stream
@@ -37,6 +39,11 @@ struct CudaContext {
   int32_t* error_word = nullptr;   // device memory, 4 bytes
   int32_t* error_host = nullptr;   // pinned host memory, 4 bytes
   std::mutex error_mu;
+
+  // Where the kernels that read ids (GatherV2, UnsortedSegmentSum) record a bad one without
+  // waiting for the stream; raised at the device's next synchronisation
+  // (runtime/cuda/index_error_record.h). Not owned: the device's.
+  IndexErrorRecord* index_errors = nullptr;
 };
 
 inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;

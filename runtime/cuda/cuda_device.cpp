@@ -1,5 +1,9 @@
 // CUDA devices, one per visible GPU. Without a GPU (or without a driver) the list is empty and
 // everything else keeps working on the CPU.
+//
+// The host waits for a GPU's compute stream in three places only: synchronize(), copy_to_host and
+// copy_to_host_async. Each also raises the out-of-range ids the kernels recorded meanwhile
+// (runtime/cuda/index_error_record.h), so such an error surfaces at the next read of a value.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -10,6 +14,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_context.h"
 #include "runtime/cuda/cuda_copy_engine.h"
+#include "runtime/cuda/index_error_record.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/kernel_registry.h"
@@ -38,6 +43,7 @@ class CudaDevice final : public Device {
       : Device(local_device_name(DeviceType::CUDA, index), DeviceType::CUDA, index),
         stream_(create_compute_stream(index)),
         allocator_(index, stream_),
+        index_errors_(index, stream_),
         copies_(index, stream_) {
     check_cuda(cudaEventCreateWithFlags(&source_ready_, cudaEventDisableTiming), "cudaEventCreate(peer)");
     cudaDeviceProp prop{};
@@ -62,11 +68,29 @@ class CudaDevice final : public Device {
   std::string description() const override { return model_ + ", " + std::to_string(cores_) + " SMs"; }
   Allocator& allocator() override { return allocator_; }
   ThreadPool& pool() override { return cpu_device()->pool(); }
-  void copy_to_host(const void* src, void* dst, size_t bytes) override { copies_.download(src, dst, bytes); }
+  // The mark is taken before the download queues its wait for the compute stream, so every call
+  // below it is done once the download is. An empty copy waits for nothing and so checks nothing.
+  void copy_to_host(const void* src, void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    const uint64_t through = index_errors_.mark();
+    copies_.download(src, dst, bytes);
+    index_errors_.check(through);
+  }
   void copy_from_host(const void* src, void* dst, size_t bytes) override { copies_.upload(src, dst, bytes); }
   void copy_to_host_async(const void* src, void* dst, size_t bytes,
                           std::function<void(std::exception_ptr)> done) override {
-    copies_.download_async(src, dst, bytes, std::move(done));
+    if (bytes == 0) return copies_.download_async(src, dst, bytes, std::move(done));
+    const uint64_t through = index_errors_.mark();
+    copies_.download_async(src, dst, bytes, [this, through, done = std::move(done)](std::exception_ptr error) {
+      if (!error) {
+        try {
+          index_errors_.check(through);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      done(error);
+    });
   }
   void copy_on_device(const void* src, void* dst, size_t bytes) override {
     if (bytes == 0) return;
@@ -104,10 +128,7 @@ class CudaDevice final : public Device {
       throw;
     }
   }
-  void synchronize() override {
-    check_cuda(cudaSetDevice(index_), "cudaSetDevice");
-    check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(compute)");
-  }
+  void synchronize() override { index_errors_.synchronize_and_check(); }
 
   CudaContext& context() {
     std::call_once(context_once_, [this] { context_ = make_context(); });
@@ -123,6 +144,7 @@ class CudaDevice final : public Device {
     c->stream = stream_;
     c->device = index_;
     c->sm_count = cores_;
+    c->index_errors = &index_errors_;
     struct Cleanup {  // frees what was made if a later step throws
       CudaContext* c;
       ~Cleanup() {
@@ -153,6 +175,7 @@ class CudaDevice final : public Device {
   std::mutex peer_mu_;                  // one peer copy from this GPU is queued at a time
   cudaEvent_t source_ready_ = nullptr;  // recorded on the compute stream, waited by a peer's
   CudaAllocator allocator_;
+  IndexErrorRecord index_errors_;  // before copies_: the callbacks of its downloads check it
   CudaCopyEngine copies_;
   std::string model_;
   std::once_flag context_once_;

@@ -126,9 +126,10 @@ inline Shape broadcast(const Shape& a, const Shape& b) {
   return Shape(out);
 }
 
-// Runs op's kernel for `device` on `inputs` (copied there) and returns output 0 on the host.
-inline Tensor run_on(Device& device, std::string_view op_name, const std::vector<Tensor>& inputs, DType out_dtype,
-                     const Shape& out_shape, const Attrs& attrs = {}) {
+// Runs op's kernel for `device` on `inputs` (copied there) and returns output 0 where it is, on
+// `device`: nothing waits for the device.
+inline Tensor run_on_device(Device& device, std::string_view op_name, const std::vector<Tensor>& inputs,
+                            DType out_dtype, const Shape& out_shape, const Attrs& attrs = {}) {
   register_builtin_ops();
   const OpDef* op = op_registry().find(op_name);
   if (!op) throw InvalidArgument("no op " + std::string(op_name));
@@ -142,7 +143,13 @@ inline Tensor run_on(Device& device, std::string_view op_name, const std::vector
   for (const Tensor& t : inputs) ins.push_back(t.to(&device));
   std::vector<Tensor> outs(1);
   run_kernel(*op, fn, device, attrs, ins, outs, [&](size_t) { return TensorMeta{out_dtype, out_shape}; });
-  return outs[0].to(cpu_device());
+  return outs[0];
+}
+
+// run_on_device, then output 0 on the host (for a GPU, the wait for its kernels).
+inline Tensor run_on(Device& device, std::string_view op_name, const std::vector<Tensor>& inputs, DType out_dtype,
+                     const Shape& out_shape, const Attrs& attrs = {}) {
+  return run_on_device(device, op_name, inputs, out_dtype, out_shape, attrs).to(cpu_device());
 }
 
 inline std::vector<unsigned char> host_bytes(const Tensor& t) {
