@@ -105,7 +105,9 @@ TEST_F(MixedPrecision, ABFloat16TransformerTrainsEagerlyAndTraced) {
     }
     last = std::max(le, lt);
     // Later steps drift apart by bfloat16's rounding (fused traced ops round less often).
-    if (i < 5) EXPECT_NEAR(le, lt, 0.02f * std::max(1.0f, le)) << "step " << i;
+    if (i < 5) {
+      EXPECT_NEAR(le, lt, 0.02f * std::max(1.0f, le)) << "step " << i;
+    }
   }
   EXPECT_LT(last, 0.5f * first);  // both trained
   for (const Variable& v : traced_model.trainable_variables()) EXPECT_EQ(v.dtype(), DType::Float32);
