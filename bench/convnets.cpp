@@ -11,11 +11,13 @@
 //   bench_convnets [--quick] [--profile DIR]
 //
 // --profile DIR also writes the timeline of three traced steps of each network to
-// DIR/lenet5.json and DIR/resnet20.json (open them in ui.perfetto.dev).
+// DIR/lenet5.json and DIR/resnet20.json (open them in ui.perfetto.dev), making DIR if need be.
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -179,6 +181,13 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--profile" && i + 1 < argc) {
       profile_dir = argv[++i];
+      std::error_code error;  // made here, so that a bad folder is said before minutes of runs
+      std::filesystem::create_directories(profile_dir, error);
+      if (error) {
+        std::fprintf(stderr, "bench_convnets: --profile %s: cannot make the folder: %s\n", profile_dir.c_str(),
+                     error.message().c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "usage: bench_convnets [--quick] [--profile DIR]\n");
       return 2;
