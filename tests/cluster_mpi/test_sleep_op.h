@@ -3,6 +3,7 @@
 // stall tests. Register it in every task (before cluster::init, so the op registries agree).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -16,6 +17,12 @@
 
 namespace weft::testing {
 
+// How many TestSleep kernels have started in this process.
+inline std::atomic<int>& test_sleep_starts() {
+  static std::atomic<int> starts{0};
+  return starts;
+}
+
 // Once per process; later calls do nothing.
 inline void register_test_sleep() {
   static const bool registered = [] {
@@ -26,6 +33,7 @@ inline void register_test_sleep() {
       const Tensor& in = ctx.input(0);
       const float ms = in.data<float>()[0];
       if (ms < 0) throw InvalidArgument("TestSleep: a negative time, " + std::to_string(ms) + " ms");
+      ++test_sleep_starts();
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(ms)));
       std::copy(in.data<float>(), in.data<float>() + in.size(), ctx.output(0).data<float>());
     });
