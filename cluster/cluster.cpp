@@ -1,10 +1,12 @@
 #include "cluster/cluster.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -27,6 +29,9 @@ namespace {
 
 ClusterRuntime* g_runtime = nullptr;  // this process's, once init has run; lives until exit
 
+// How long a process that is about to MPI_Abort waits for what it just wrote to leave for mpirun.
+constexpr std::chrono::milliseconds kReportForwardingPause{300};
+
 // The chief, at exit: tells the tasks to leave their serve loops, then finalises MPI.
 void shut_down_at_exit() {
   if (!g_runtime) return;
@@ -36,6 +41,7 @@ void shut_down_at_exit() {
     // A task is gone: finalising would wait for it. Ending the job makes every process that is
     // left exit non-zero, which is what a lost task means.
     std::cerr << "weft: a task of the cluster was lost; ending every process" << std::endl;
+    std::this_thread::sleep_for(kReportForwardingPause);
     MPI_Abort(MPI_COMM_WORLD, 14);
   }
   g_runtime->shut_down_tasks();
@@ -87,7 +93,13 @@ void install_job_signals(ClusterRuntime& rt) {
   job_signals::install(std::move(hooks));
   // A thread the stall watchdog cannot reclaim ends this process (scheduler/stall_watchdog.h)
   // through MPI: the other tasks then see it lost (mpirun --enable-recovery), or end with it.
-  set_unreclaimable_handler([](const std::string&) { MPI_Abort(MPI_COMM_WORLD, kUnreclaimableExitStatus); });
+  // The watchdog has written its report to stderr, a pipe that mpirun's daemon forwards when it
+  // next reads it; MPI_Abort makes mpirun kill the job and exit, and the report could be lost on
+  // the way (it was, now and then, on a loaded machine). A short pause lets it out first.
+  set_unreclaimable_handler([](const std::string&) {
+    std::this_thread::sleep_for(kReportForwardingPause);
+    MPI_Abort(MPI_COMM_WORLD, kUnreclaimableExitStatus);
+  });
 }
 
 // This task's place among the job's processes on its machine, from the launcher's environment
