@@ -7,7 +7,8 @@
 // an array of [out_w, C]. The forward ops and MaxPoolGradGrad write each output row [out_w, C]
 // once and run in parallel over (image, output row). The two gradients scatter into overlapping
 // input cells, so they run in parallel over images only, each image's dx owned by one task (no
-// atomics, and the sums' order does not depend on the thread count).
+// atomics, and the sums' order does not depend on the thread count). On AVX-512, float32 max
+// pooling of at most 16 channels takes pooling_small_channels.h's loops instead (same bits).
 //
 // Max pooling takes the first maximum in window order (row by row, left to right), NaN-sticky as
 // Max does (a NaN wins and stays); its gradient goes to that same cell, as TensorFlow's does.
@@ -23,6 +24,8 @@
 #include "kernels/activation_attr.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise_ops.h"
+#include "kernels/cpu/pool_windows.h"
+#include "kernels/cpu/pooling_small_channels.h"
 #include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/pooling_kernel_geometry.h"
@@ -38,15 +41,6 @@ namespace {
 // column ow*sw - pad_left + j are one range, so the inner loops run over [ow, C] with no
 // per-pixel bookkeeping. (Walking pixel by pixel, a window's geometry and its running state were
 // set up per output pixel, which cost more than the comparisons for a network's few channels.)
-
-// The input rows [h0, h1) that output row oh's windows cover.
-struct Rows {
-  int64_t h0, h1;
-};
-inline Rows rows_of(const PoolGeometry& g, int64_t oh) {
-  const int64_t hs = oh * g.sh - g.pad_top;
-  return {std::max<int64_t>(hs, 0), std::min(hs + g.kh, g.h)};
-}
 
 // The output columns [lo, hi) whose window holds input column ow*sw - pad_left + j.
 struct Columns {
@@ -83,15 +77,6 @@ inline void for_each_cell(const PoolGeometry& g, int64_t oh, Visit visit) {
 int64_t row_grain(const PoolGeometry& g) {
   const int64_t per_row = std::max<int64_t>(1, g.out_w * g.c * g.kh * g.kw);
   return std::max<int64_t>(1, kCheapGrain / per_row);
-}
-
-// The cells of one window inside the input: rows [h0, h1), columns [w0, w1).
-struct Window {
-  int64_t h0, h1, w0, w1;
-};
-inline Window window_of(const PoolGeometry& g, const Rows& rows, int64_t ow) {
-  const int64_t ws = ow * g.sw - g.pad_left;
-  return {rows.h0, rows.h1, std::max<int64_t>(ws, 0), std::min(ws + g.kw, g.w)};
 }
 
 // A cell's offset in its image, as a lane of the vector loops: as wide as T, so that a comparison's
@@ -176,6 +161,14 @@ void max_pool_kernel(KernelContext& c) {
   const T* x = c.input(0).data<T>();
   T* y = c.output(0).data<T>();
   if (c.output(0).size() == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (small_channel_max_pool(g)) {
+      c.pool().parallel_for(g.n * g.out_h, row_grain(g), [&](int64_t begin, int64_t end) {
+        max_pool_rows_small_channels(g, x, y, begin, end);
+      });
+      return;
+    }
+  }
   c.pool().parallel_for(g.n * g.out_h, row_grain(g), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       max_row<T, false>(g, x + (r / g.out_h) * g.h * g.w * g.c, r % g.out_h, y + r * g.out_w * g.c, nullptr);
@@ -221,6 +214,15 @@ void max_pool_grad_kernel(KernelContext& c) {
   if (c.input(2).size() == 0) {
     std::fill(dx, dx + c.output(0).size(), T(0));
     return;
+  }
+  const int64_t image_grain = std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, image));
+  if constexpr (std::is_same_v<T, float>) {
+    if (small_channel_max_pool(g)) {
+      c.pool().parallel_for(g.n, image_grain, [&](int64_t begin, int64_t end) {
+        max_pool_grad_images_small_channels(g, x, dy, dx, begin, end, relu);
+      });
+      return;
+    }
   }
   // Each task clears and fills the images it owns.
   c.pool().parallel_for(g.n, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, image)), [&](int64_t begin, int64_t end) {

@@ -80,13 +80,17 @@ TEST(ActivationFusion, ReluAndItsGradientFoldIntoTheBatchNormWithTheBitsOfTheSep
 }
 
 // LeNet's conv, relu, max pool: the gradient's ReluGrad after the MaxPoolGrad is folded into it,
-// for pools whose windows do not overlap and do (3x3 stride 2).
+// for pools whose windows do not overlap (leaving cells out on odd sides, or tiling even ones)
+// and do (3x3 stride 2).
 TEST(ActivationFusion, ThePooledReluGradientFoldsIntoMaxPoolGrad) {
   for (DType dt : {float32, float64})
-    for (const std::vector<int64_t>& k : {std::vector<int64_t>{2, 2, 2}, std::vector<int64_t>{3, 3, 2}}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " window " + std::to_string(k[0]) + " stride " + std::to_string(k[2]));
-      const Tensor x = cast(random::normal({4, 9, 9, 6}, 0, 1, 8), dt);
-      const Tensor w = cast(random::normal({4, 5, 5, 6}, 0, 1, 9), dt);
+    for (const std::vector<int64_t>& k :
+         {std::vector<int64_t>{2, 2, 2, 9}, std::vector<int64_t>{2, 2, 2, 10}, std::vector<int64_t>{3, 3, 2, 9}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " window " + std::to_string(k[0]) + " stride " + std::to_string(k[2]) +
+                   " side " + std::to_string(k[3]));
+      const Tensor x = cast(random::normal({4, k[3], k[3], 6}, 0, 1, 8), dt);
+      const int64_t pooled = (k[3] + 1) / 2;
+      const Tensor w = cast(random::normal({4, pooled, pooled, 6}, 0, 1, 9), dt);
       auto step = [k](const Tensor& a, const Tensor& ww) {
         GradientTape tape;
         tape.watch(a);

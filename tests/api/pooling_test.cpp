@@ -198,13 +198,17 @@ TEST(PoolingGradients, EagerEqualsTraced) {
 }
 
 // Max pooling over several channels at a time (the kernel walks each window a vector of channels
-// at a time, the last vector overlapping the one before when the count is not a multiple): values
+// at a time, the last vector overlapping the one before when the count is not a multiple; on
+// AVX-512, up to 16 channels in one masked vector, the gradient written window by window where
+// windows tile the image (2x2 stride 2 VALID on even sides), cleared first where they leave cells
+// out (SAME on odd sides) and added into a cleared image where they overlap (3x3 stride 2)): values
 // with many ties, a NaN and signed zeros, in float32 and float64, against a direct loop of the
 // rule: the first maximum in window order, a NaN winning and sticking; the gradient goes to that cell.
 TEST(Pooling, ManyChannelsKeepTheFirstMaximumRule) {
   for (DType d : {float32, float64})
-    for (int64_t channels : {5, 6, 9, 16, 17})
+    for (int64_t channels : {1, 5, 6, 9, 16, 17})
       for (const PoolCase& c : {PoolCase{{2, 7, 6, channels}, {2, 2}, {2, 2}, "SAME"},
+                                PoolCase{{2, 8, 6, channels}, {2, 2}, {2, 2}, "VALID"},
                                 PoolCase{{1, 7, 7, channels}, {3, 3}, {2, 2}, "VALID"}}) {
         const Shape& s = c.shape;
         std::vector<double> v(static_cast<size_t>(s.num_elements()));
