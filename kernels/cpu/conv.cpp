@@ -40,19 +40,25 @@ void conv2d_kernel(KernelContext& ctx) {
 
 // FusedConv2D: Conv2D's kernel, then FusedMatMul's epilogue (bias_epilogue.h) over its output
 // rows, so a traced function keeps its eager run's bits (not in oneDNN's epilogue: see
-// conv_onednn.h). It saves the unfused graph's second buffer and node.
+// conv_onednn.h). It saves the unfused graph's second buffer and node; on oneDNN the epilogue
+// runs on each chunk of images as it is written, not in a second pass over the whole output.
 template <class T>
 void fused_conv2d_kernel(KernelContext& ctx) {
   const Act act = parse_activation(ctx);
   if (act != Act::kNone && act != Act::kRelu) ctx.fail("FusedConv2D takes no activation but relu");
-  conv2d_kernel<T>(ctx);
-  const Tensor& y = ctx.output(0);
-  const int64_t f = y.shape()[3];
-  if (y.size() == 0) return;
+  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   const T* bias = in<T>(ctx, 2);
+  if constexpr (std::is_same_v<T, float>) {
+    // The epilogue per chunk of images, while the chunk's output is in cache.
+    const OutputRows epilogue = [&](float* y, int64_t r0, int64_t r1) { epilogue_rows(y, bias, r0, r1, p.f, act); };
+    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx), epilogue)) return;
+  }
+  conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
+  const Tensor& y = ctx.output(0);
+  if (y.size() == 0) return;
   T* rows = out<T>(ctx);
-  ctx.pool().parallel_for(y.size() / f, std::max<int64_t>(1, kCheapGrain / f), [&](int64_t r0, int64_t r1) {
-    epilogue_rows(rows, bias, r0, r1, f, act);
+  ctx.pool().parallel_for(y.size() / p.f, std::max<int64_t>(1, kCheapGrain / p.f), [&](int64_t r0, int64_t r1) {
+    epilogue_rows(rows, bias, r0, r1, p.f, act);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/channel_blocks.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/allocator.h"
 
@@ -41,6 +42,7 @@ struct Operand {
   memory::desc user, inner;
   dnnl::primitive convert;
   size_t convert_scratch = 0;
+  int own_block = 0;  // 8 or 16: converted by channel_blocks.h's copies instead of `convert`
   bool converted() const { return user != inner; }
 };
 
@@ -116,10 +118,24 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+// The block when `user` is an NHWC image (or one channel's NCHW, the same bytes) and `inner` the
+// same image in aBcd8b or aBcd16b with a partial last block: channel_blocks.h converts those.
+int own_block(const memory::desc& user, const memory::desc& inner) {
+  const memory::dims d = user.dims();
+  const auto f32 = memory::data_type::f32;
+  if (d.size() != 4) return 0;
+  const bool nhwc = user == memory::desc(d, f32, memory::format_tag::nhwc) ||
+                    (d[1] == 1 && user == memory::desc(d, f32, memory::format_tag::nchw));
+  if (!nhwc) return 0;
+  if (d[1] % 16 != 0 && inner == memory::desc(d, f32, memory::format_tag::aBcd16b)) return 16;
+  if (d[1] % 8 != 0 && inner == memory::desc(d, f32, memory::format_tag::aBcd8b)) return 8;
+  return 0;
+}
+
 // An operand whose layout the primitive chose; `into_inner` for inputs.
 Operand operand(int arg, const memory::desc& user, const memory::desc& inner, bool into_inner) {
-  Operand o{arg, user, inner, {}, 0};
-  if (!o.converted()) return o;
+  Operand o{arg, user, inner, {}, 0, own_block(user, inner)};
+  if (!o.converted() || o.own_block) return o;
   dnnl::engine& e = cpu_engine();
   const dnnl::reorder::primitive_desc pd = into_inner ? dnnl::reorder::primitive_desc(e, user, e, inner, user_scratchpad())
                                                       : dnnl::reorder::primitive_desc(e, inner, e, user, user_scratchpad());
@@ -292,10 +308,29 @@ struct ChunkPlan {
 // oneDNN's memory objects take non-const pointers; the inputs are only read.
 memory mem(const memory::desc& md, const void* ptr) { return memory(md, cpu_engine(), const_cast<void*>(ptr)); }
 
+// Converts an image operand between weft's layout and the primitive's: oneDNN's reorder, or
+// channel_blocks.h's copies where own_block says.
+void convert_image(const Operand& o, bool into_inner, const memory& user, const memory& inner, dnnl::stream& stream,
+                   const std::function<std::unordered_map<int, memory>(std::unordered_map<int, memory>)>& with_scratch) {
+  if (!o.own_block) {
+    o.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, into_inner ? user : inner},
+                                            {DNNL_ARG_TO, into_inner ? inner : user}}));
+    return;
+  }
+  stream.wait();  // the copies run here, after what the stream has queued
+  const memory::dims d = o.user.dims();
+  const int64_t n = d[0], c = d[1], hw = d[2] * d[3];
+  auto* u = static_cast<float*>(user.get_data_handle());
+  auto* i = static_cast<float*>(inner.get_data_handle());
+  if (into_inner) nhwc_to_channel_blocks(u, i, n, hw, c, o.own_block);
+  else channel_blocks_to_nhwc(i, u, n, hw, c, o.own_block);
+}
+
 // Runs plan's primitive on images [first, first + plan.p.n): reorders its image operands in and
 // its result out where the primitive's layouts differ from weft's. `out` is the whole output
 // (this chunk writes its images), or, for the filter gradient, this chunk's own partial sum.
-void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, const float* given[2], float* out) {
+void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, const float* given[2], float* out,
+               const OutputRows& epilogue) {
   const Entry& e = *plan.e;
   size_t bytes = round_up(e.scratchpad_bytes);
   for (const Operand& o : e.inputs)
@@ -308,7 +343,7 @@ void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, con
     scratch = mem(memory::desc({static_cast<memory::dim>(e.scratchpad_bytes)}, memory::data_type::u8,
                                memory::format_tag::x),
                   buffer.take(e.scratchpad_bytes));
-  auto with_scratch = [&](std::unordered_map<int, memory> args) {
+  auto with_scratch = [&](std::unordered_map<int, memory> args) -> std::unordered_map<int, memory> {
     if (e.scratchpad_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
     return args;
   };
@@ -326,7 +361,7 @@ void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, con
       continue;
     }
     const memory inner = mem(o.inner, buffer.take(o.inner.get_size()));
-    o.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}}));
+    convert_image(o, true, user, inner, stream, with_scratch);
     args.emplace(o.arg, inner);
   }
   const memory user_out = mem(e.output.user, out + first * per_image(e.output.arg, full));
@@ -334,12 +369,13 @@ void run_chunk(const ChunkPlan& plan, int64_t first, const ConvParams& full, con
       e.output.converted() ? mem(e.output.inner, buffer.take(e.output.inner.get_size())) : user_out;
   args.emplace(e.output.arg, inner_out);
   e.primitive.execute(stream, with_scratch(std::move(args)));
-  if (e.output.converted())
-    e.output.convert.execute(stream, with_scratch({{DNNL_ARG_FROM, inner_out}, {DNNL_ARG_TO, user_out}}));
+  if (e.output.converted()) convert_image(e.output, false, user_out, inner_out, stream, with_scratch);
   stream.wait();
+  if (epilogue) epilogue(out, first * full.oh * full.ow, (first + plan.p.n) * full.oh * full.ow);
 }
 
-bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const float* b, float* out) {
+bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const float* b, float* out,
+         const OutputRows& epilogue = {}) {
   // oneDNN's problem descriptions want every dimension at least 1; empty problems are the
   // reference's (it fills zeros or does nothing).
   if (p.n < 1 || p.c < 1 || p.f < 1 || p.h < 1 || p.w < 1) return false;
@@ -394,7 +430,7 @@ bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const
     omp_set_num_threads(1);
     for (int64_t c = begin; c < end; ++c) {
       const ChunkPlan& plan = c + 1 < chunks.count || plans.size() == 1 ? plans[0] : plans[1];
-      run_chunk(plan, c * chunks.per, p, given, partial_sums ? partial + c * filter_elems : out);
+      run_chunk(plan, c * chunks.per, p, given, partial_sums ? partial + c * filter_elems : out, epilogue);
     }
   });
   if (partial_sums)
@@ -410,8 +446,9 @@ bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const
 
 }  // namespace
 
-bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y) {
-  return run(Pass::kForward, pool, p, x, filter, y);
+bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y,
+                   const OutputRows& epilogue) {
+  return run(Pass::kForward, pool, p, x, filter, y, epilogue);
 }
 
 bool onednn_conv2d_backprop_input(ThreadPool& pool, const ConvParams& p, const float* filter, const float* dy,

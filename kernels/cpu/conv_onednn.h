@@ -13,7 +13,9 @@
 // reordered per call; a wider layer on oneDNN's blocked images (nChw8c), reordered in and out per
 // call as libtorch does from NCHW, on which its kernels run enough faster to pay for that. Where
 // the preferred kernel is missing, the other. The choice is oneDNN's dispatch for the problem and
-// CPU and the channel counts, never timing.
+// CPU and the channel counts, never timing. Images of a channel count that is not a multiple of
+// oneDNN's block (LeNet's 6) are converted by channel_blocks.h's copies, not oneDNN's generic
+// reorder.
 //
 // No bias and no post-ops: oneDNN's direct kernels start each output's sum from its bias, which
 // rounds differently from Conv2D then Add, and a traced function must give its eager run's bits;
@@ -35,12 +37,20 @@
 // and on any number of threads (tests/kernels/conv_onednn_test.cpp checks 1, 2 and 3).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "kernels/conv_params.h"
 #include "runtime/thread_pool.h"
 
 namespace weft::cpu {
 
-bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y);
+// What FusedConv2D does to the output pixels [first, end) of y (rows of f values): called for
+// each chunk of images as soon as its output is written, while it is in cache.
+using OutputRows = std::function<void(float* y, int64_t first, int64_t end)>;
+
+bool onednn_conv2d(ThreadPool& pool, const ConvParams& p, const float* x, const float* filter, float* y,
+                   const OutputRows& epilogue = {});
 bool onednn_conv2d_backprop_input(ThreadPool& pool, const ConvParams& p, const float* filter, const float* dy,
                                   float* dx);
 bool onednn_conv2d_backprop_filter(ThreadPool& pool, const ConvParams& p, const float* x, const float* dy,
