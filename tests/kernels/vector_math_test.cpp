@@ -97,6 +97,8 @@ TEST(VectorMath, SpecialValuesFollowLibm) {
   EXPECT_EQ(at(UnaryMath::kExp, 0.0f), 1.0f);
   EXPECT_EQ(at(UnaryMath::kExp, 89.0f), inf);
   EXPECT_EQ(at(UnaryMath::kExp, -104.0f), 0.0f);
+  for (float below : {-104.5f, -1e30f, -inf})  // computed as e^0 and zeroed (no underflow): +0
+    EXPECT_EQ(std::bit_cast<uint32_t>(at(UnaryMath::kExp, below)), 0u) << below;
   EXPECT_GT(at(UnaryMath::kExp, -100.0f), 0.0f);  // subnormal, not flushed
   EXPECT_EQ(at(UnaryMath::kLog, 1.0f), 0.0f);
   EXPECT_EQ(at(UnaryMath::kLog, 0.0f), -inf);
