@@ -11,7 +11,9 @@
 // dP = dout v^T (times the dropout mask), dS = P (dP - D); dv = P^T dout, dk = dS^T q scale,
 // dq = dS k scale. Two passes recompute the tiles, one per key block (dk, dv) and one per query
 // block (dq), so every gradient element is written by one task, summed in a fixed order:
-// deterministic, with no atomics and no per-thread copies to reduce.
+// deterministic, with no atomics and no per-thread copies to reduce. With at least as many heads
+// as threads, one task per head computes each tile once instead, in an order that gives the two
+// passes' bits.
 //
 // The blocks are fixed sizes and each task sums its products in a fixed order, so the results are
 // the same bits on any thread count and in every mode.
@@ -108,6 +110,20 @@ void scores(const Geometry& g, const T* q, const T* k, int64_t bh, int64_t i0, i
   }
 }
 
+// The keys of [j0, j0 + cols) that causality lets query row i see: [j0, j0 + visible).
+int64_t visible_keys(const Geometry& g, int64_t i, int64_t j0, int64_t cols) {
+  return std::clamp<int64_t>(g.last_key(i) + 1 - j0, 0, cols);
+}
+
+// row[c] = e^{row[c] - shift}: computed for the first `visible` (a causal row's later scores are
+// -inf, whose exponential is exactly 0: half a diagonal tile's), 0 for the rest.
+template <class T>
+void exp_shifted(T* row, T shift, int64_t visible, int64_t cols) {
+  for (int64_t c = 0; c < visible; ++c) row[c] -= shift;
+  unary_math(UnaryMath::kExp, row, row, visible);
+  std::fill(row + visible, row + cols, T(0));
+}
+
 // The key blocks query rows [i0, i0 + rows) can see: [0, end).
 int64_t key_end(const Geometry& g, int64_t i0, int64_t rows) { return g.last_key(i0 + rows - 1) + 1; }
 
@@ -147,8 +163,7 @@ void attention_kernel(KernelContext& ctx) {
             std::fill(row, row + cols, T(0));
             continue;
           }
-          for (int64_t c = 0; c < cols; ++c) row[c] -= m_new;
-          unary_math(UnaryMath::kExp, row, row, cols);
+          exp_shifted(row, m_new, visible_keys(g, i0 + r, j0, cols), cols);
           const T alpha = m[r] == minus_inf ? T(0) : std::exp(m[r] - m_new);
           l[r] = l[r] * alpha + sum_run(row, cols);
           if (alpha != T(1)) {
@@ -188,8 +203,7 @@ void gradient_tile(const Geometry& g, const T* qh, const T* kh, const T* vh, con
       std::fill(row, row + cols, T(0));
       continue;
     }
-    for (int64_t c = 0; c < cols; ++c) row[c] -= shift;
-    unary_math(UnaryMath::kExp, row, row, cols);
+    exp_shifted(row, shift, visible_keys(g, i0 + r, j0, cols), cols);
   }
   // dP = dout v^T, then through the dropout mask; dS = P (dP - D).
   tile_gemm<T>(false, true, rows, cols, g.dv, T(1), dout_h + i0 * g.dv, g.dv, vh + j0 * g.dv, g.dv, T(0), ds, cols);
@@ -245,8 +259,37 @@ void attention_grad_kernel(KernelContext& ctx) {
         delta.data() + bh * g.sq};
     return h;
   };
-  // dk and dv: one task per key block, over the query blocks that see it.
   const int64_t kblocks = (g.sk + kBc - 1) / kBc, qblocks = (g.sq + kBr - 1) / kBr;
+  // With at least a head per thread, one task per head and one pass: each tile once, its P^T dout
+  // and dS^T q added to its key block's dv and dk and its dS k to its query block's dq. Key blocks
+  // outside, query blocks inside, so each gradient element adds its tiles in the two passes' very
+  // order (dv, dk over query blocks ascending; dq over key blocks ascending): the same bits, from
+  // five products a tile and one exponential instead of seven and two.
+  if (heads >= ctx.pool().num_threads()) {
+    ctx.pool().parallel_for(heads, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<T> p(static_cast<size_t>(kBr * kBc)), ds(p.size());
+      for (int64_t bh = t0; bh < t1; ++bh) {
+        const auto h = head(bh);
+        for (int64_t j0 = 0; j0 < g.sk; j0 += kBc) {
+          const int64_t cols = std::min(kBc, g.sk - j0);
+          for (int64_t i0 = 0; i0 < g.sq; i0 += kBr) {
+            const int64_t rows = std::min(kBr, g.sq - i0);
+            if (key_end(g, i0, rows) <= j0) continue;
+            gradient_tile(g, h.q, h.k, h.v, h.dout, h.lse, h.delta, bh, i0, rows, j0, cols, p.data(), ds.data());
+            tile_gemm<T>(true, false, cols, g.dv, rows, T(1), p.data(), cols, h.dout + i0 * g.dv, g.dv, T(1),
+                         dv + (bh * g.sk + j0) * g.dv, g.dv);
+            tile_gemm<T>(true, false, cols, g.d, rows, scale, ds.data(), cols, h.q + i0 * g.d, g.d, T(1),
+                         dk + (bh * g.sk + j0) * g.d, g.d);
+            tile_gemm<T>(false, false, rows, g.d, cols, scale, ds.data(), cols, h.k + j0 * g.d, g.d, T(1),
+                         dq + (bh * g.sq + i0) * g.d, g.d);
+          }
+        }
+      }
+    });
+    return;
+  }
+  // Fewer heads than threads: two passes, so that blocks of one head run on several threads.
+  // dk and dv: one task per key block, over the query blocks that see it.
   ctx.pool().parallel_for(heads * kblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> p(static_cast<size_t>(kBr * kBc)), ds(p.size());
     for (int64_t t = t0; t < t1; ++t) {

@@ -190,6 +190,39 @@ TEST(Attention, TracedEqualsEagerForwardAndGradient) {
   for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(t[i].to_vector<float>(), eager[i].to_vector<float>()) << i;
 }
 
+// The CPU gradient takes one task per head when there are at least as many heads as threads, and
+// two passes over blocks otherwise; both add each element's tiles in one order, so a head's
+// gradient is the same bits alone (two passes, on a pool of two or more threads) and beside five
+// others (one task each): over several blocks of keys and queries, causal with more keys than
+// queries, unmasked, and with dropout.
+TEST(Attention, AHeadsGradientIsTheSameBitsAloneAndBesideOthers) {
+  struct Case {
+    int64_t sq, sk;
+    bool causal;
+    double dropout;
+  };
+  for (const Case& c : {Case{200, 200, true, 0.0}, Case{150, 300, true, 0.0}, Case{130, 260, false, 0.0},
+                        Case{200, 200, true, 0.2}}) {
+    SCOPED_TRACE("sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk) + (c.causal ? " causal" : "") +
+                 " dropout " + std::to_string(c.dropout));
+    const Inputs many = inputs(Dims{1, 6, c.sq, c.sk, 16, 16}, float32, 90);
+    const Tensor w = random::normal({1, 6, c.sq, 16}, 0, 1, 93);
+    auto grads = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout) {
+      GradientTape tape;
+      tape.watch(q);
+      tape.watch(k);
+      tape.watch(v);
+      const Tensor o = scaled_dot_product_attention(q, k, v, {.causal = c.causal, .dropout = c.dropout, .seed = 5});
+      return tape.gradient(reduce_sum(mul(o, dout)), {q, k, v});
+    };
+    auto head0 = [](const Tensor& t) { return slice(t, {0, 0, 0, 0}, {1, 1, t.shape()[2], t.shape()[3]}); };
+    const std::vector<Tensor> all = grads(many.q, many.k, many.v, w);
+    const std::vector<Tensor> alone = grads(head0(many.q), head0(many.k), head0(many.v), head0(w));
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(alone[i].to_vector<float>(), head0(all[i]).to_vector<float>()) << "gradient " << i;
+  }
+}
+
 TEST(Attention, DropoutIsReproducibleBySeed) {
   const Dims n{2, 2, 16, 16, 8, 8};
   const Inputs in = inputs(n, float32, 60);
