@@ -164,17 +164,15 @@ inline typename V::F gelu(typename V::F x) {
   return V::mul(V::mul(x, V::set(0.5f)), V::add(e, V::set(1.0f)));
 }
 
-// y[i] = f(x[i]) over whole vectors, then the tail padded to one vector (so a tail element gets
-// the bits it would get anywhere else). y may equal x.
+// y[i] = f(x[i]) over whole vectors, then the tail padded to one vector with zeros by masked
+// loads and stores (so a tail element gets the bits it would get anywhere else, and a short array,
+// an attention row of a few dozen scores, costs no scalar loop). y may equal x.
 template <class V, class Fn>
 inline void map_array(const float* x, float* y, long n, Fn f) {
   long i = 0;
   for (; i + V::kLanes <= n; i += V::kLanes) V::store(y + i, f(V::load(x + i)));
   if (i == n) return;
-  float pad[V::kLanes];
-  for (int j = 0; j < V::kLanes; ++j) pad[j] = i + j < n ? x[i + j] : 0.0f;
-  V::store(pad, f(V::load(pad)));
-  for (long j = 0; i + j < n; ++j) y[i + j] = pad[j];
+  V::store_first(y + i, f(V::load_first(x + i, n - i, 0.0f)), n - i);  // the tail among zeros
 }
 
 // Softmax (kLog: log-softmax) of `rows` rows of n floats, 1 <= n <= kSoftmaxRowsMax, each row with
