@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -217,9 +218,8 @@ void batch_norm_grad_kernel(KernelContext& c) {
 // exact in double, so only the additions round. Welford's update would be as sound but costs a
 // division (or a multiply by 1 / k) and a dependency per element.
 //
-// Every sum is kept in kLanes independent partial sums, added in a fixed order at the end: the
-// compiler vectorises the lanes (an in-order floating-point reduction it may not), and the bits
-// depend neither on the instruction set nor on the thread count. Rows are split over the pool,
+// Every sum is kept in kLanes independent partial sums (one vector, Lanes), added in a fixed order
+// at the end, so the bits depend neither on the instruction set nor on the thread count. Rows are split over the pool,
 // each row computed whole by one thread.
 
 constexpr int kLanes = 8;
@@ -243,24 +243,49 @@ LayerRows layer_rows(const Tensor& x, const Attrs& attrs) {
 // Rows per task: enough elements to be worth a thread, fixed by the shape alone.
 int64_t rows_grain(const LayerRows& v) { return std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, v.n)); }
 
-double lanes_total(const double* lanes) {
+// kLanes partial sums as one vector (GCC's vector extension: a zmm register on AVX-512, two ymm on
+// AVX2, four xmm on SSE2, the same lane-wise operations on each).
+typedef double Lanes __attribute__((vector_size(kLanes * sizeof(double))));
+
+double lanes_total(const Lanes& lanes) {
   double t = 0;
   for (int l = 0; l < kLanes; ++l) t += lanes[l];
   return t;
 }
 
+// p[0, kLanes) in double.
+template <class T>
+[[gnu::always_inline]] inline Lanes widen(const T* p) {
+  if constexpr (std::is_same_v<T, double>) {
+    Lanes v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  } else {
+    typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
+    Floats f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, Lanes);
+  }
+}
+
+[[gnu::always_inline]] inline Lanes load_lanes(const double* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store_lanes(double* p, const Lanes& v) { std::memcpy(p, &v, sizeof v); }
+
 // The mean and rstd of one row of n > 0 elements (see above for how).
 template <class T>
-void row_statistics(const T* x, int64_t n, double eps, double* mean, double* rstd) {
+[[gnu::always_inline]] inline void row_statistics(const T* x, int64_t n, double eps, double* mean, double* rstd) {
   const double shift = static_cast<double>(x[0]);
-  double s1[kLanes] = {}, s2[kLanes] = {};
+  Lanes s1 = {}, s2 = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const double d = static_cast<double>(x[j + l]) - shift;
-      s1[l] += d;
-      s2[l] += d * d;
-    }
+  for (; j + kLanes <= n; j += kLanes) {
+    const Lanes d = widen(x + j) - shift;
+    s1 += d;
+    s2 += d * d;
+  }
   for (int l = 0; j < n; ++j, ++l) {
     const double d = static_cast<double>(x[j]) - shift;
     s1[l] += d;
@@ -270,6 +295,37 @@ void row_statistics(const T* x, int64_t n, double eps, double* mean, double* rst
   const double var = std::max(lanes_total(s2) / static_cast<double>(n) - m * m, 0.0);
   *mean = shift + m;
   *rstd = 1.0 / std::sqrt(var + eps);
+}
+
+// Clones for AVX2 and AVX-512 beside the baseline's: the same double operations, eight lanes at a
+// time where SSE2 takes two, and never contracted into fused multiply-adds (this file is compiled
+// with -ffp-contract=off), so every CPU gives the same bits. Only these functions carry the clones:
+// the pool's lambdas would not inherit them.
+#define WEFT_NORMALIZATION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// LayerNorm's rows [r0, r1) of n elements.
+template <class T>
+WEFT_NORMALIZATION_CLONES void layer_norm_rows(const T* x, const T* gamma, const T* beta, int64_t r0, int64_t r1,
+                                               int64_t n, double eps, T* y, T* mean_out, T* rstd_out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    if (n == 0) {  // an empty row has no statistics (0 / 0), as TensorFlow's moments
+      mean_out[r] = rstd_out[r] = std::numeric_limits<T>::quiet_NaN();
+      continue;
+    }
+    const T* row = x + r * n;
+    double mean, rstd;
+    row_statistics(row, n, eps, &mean, &rstd);
+    mean_out[r] = static_cast<T>(mean);
+    rstd_out[r] = static_cast<T>(rstd);
+    // In T, the hot loop, with the mean as a pair m + m_lo: x - m is exact for x near the mean,
+    // and m_lo restores what rounding the mean to T lost, which would otherwise be an error of
+    // up to half an ulp of the mean in every output (5e-4 for a float32 row around 1e4 with
+    // standard deviation 1). For float64, m_lo is 0.
+    const T m = static_cast<T>(mean), m_lo = static_cast<T>(mean - static_cast<double>(m));
+    const T rs = static_cast<T>(rstd);
+    T* out = y + r * n;
+    for (int64_t j = 0; j < n; ++j) out[j] = ((row[j] - m) - m_lo) * rs * gamma[j] + beta[j];
+  }
 }
 
 template <class T>
@@ -283,25 +339,7 @@ void layer_norm_kernel(KernelContext& c) {
   T* mean_out = c.output(1).data<T>();
   T* rstd_out = c.output(2).data<T>();
   c.pool().parallel_for(v.rows, rows_grain(v), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      if (v.n == 0) {  // an empty row has no statistics (0 / 0), as TensorFlow's moments
-        mean_out[r] = rstd_out[r] = std::numeric_limits<T>::quiet_NaN();
-        continue;
-      }
-      const T* row = x + r * v.n;
-      double mean, rstd;
-      row_statistics(row, v.n, eps, &mean, &rstd);
-      mean_out[r] = static_cast<T>(mean);
-      rstd_out[r] = static_cast<T>(rstd);
-      // In T, the hot loop, with the mean as a pair m + m_lo: x - m is exact for x near the mean,
-      // and m_lo restores what rounding the mean to T lost, which would otherwise be an error of
-      // up to half an ulp of the mean in every output (5e-4 for a float32 row around 1e4 with
-      // standard deviation 1). For float64, m_lo is 0.
-      const T m = static_cast<T>(mean), m_lo = static_cast<T>(mean - static_cast<double>(m));
-      const T rs = static_cast<T>(rstd);
-      T* out = y + r * v.n;
-      for (int64_t j = 0; j < v.n; ++j) out[j] = ((row[j] - m) - m_lo) * rs * gamma[j] + beta[j];
-    }
+    layer_norm_rows(x, gamma, beta, begin, end, v.n, eps, y, mean_out, rstd_out);
   });
 }
 
@@ -313,10 +351,23 @@ void layer_norm_kernel(KernelContext& c) {
 // gradient a few digits, a relative error of the order of the input's own rounding there.
 // Recovering it (the forward's m_lo) would take another pass over the row.
 template <bool kColumnSums, class T>
-void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rstd_t, int64_t n, T* dx, double* dgamma,
+[[gnu::always_inline]] inline void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rstd_t, int64_t n, T* dx, double* dgamma,
                          double* dbeta) {
   const double mean = static_cast<double>(mean_t), rstd = static_cast<double>(rstd_t);
-  double sg[kLanes] = {}, sgx[kLanes] = {};
+  Lanes sg = {}, sgx = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const Lanes d = widen(dy + j);
+    const Lanes xh = (widen(x + j) - mean) * rstd;
+    const Lanes g = d * widen(gamma + j);
+    sg += g;
+    sgx += g * xh;
+    if constexpr (kColumnSums) {
+      store_lanes(dgamma + j, load_lanes(dgamma + j) + d * xh);
+      store_lanes(dbeta + j, load_lanes(dbeta + j) + d);
+    }
+  }
+  // The tail, element l of it into lane l: the lambda keeps the vector loop's operations.
   auto term = [&](int64_t j, int l) {
     const double d = static_cast<double>(dy[j]);
     const double xh = (static_cast<double>(x[j]) - mean) * rstd;
@@ -328,9 +379,6 @@ void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rs
       dbeta[j] += d;
     }
   };
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) term(j + l, l);
   for (int l = 0; j < n; ++j, ++l) term(j, l);
   const T a = static_cast<T>(lanes_total(sg) / static_cast<double>(n));
   const T b = static_cast<T>(lanes_total(sgx) / static_cast<double>(n));
@@ -338,6 +386,15 @@ void layer_norm_grad_row(const T* dy, const T* x, const T* gamma, T mean_t, T rs
     const T xh = (x[k] - mean_t) * rstd_t;
     dx[k] = rstd_t * (dy[k] * gamma[k] - a - xh * b);
   }
+}
+
+// The gradient of rows [r0, r1), their column sums (kColumnSums) into dgamma and dbeta.
+template <bool kColumnSums, class T>
+WEFT_NORMALIZATION_CLONES void layer_norm_grad_rows(
+    const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, int64_t r0, int64_t r1, int64_t n, T* dx,
+    double* dgamma, double* dbeta) {
+  for (int64_t r = r0; r < r1; ++r)
+    layer_norm_grad_row<kColumnSums>(dy + r * n, x + r * n, gamma, mean[r], rstd[r], n, dx + r * n, dgamma, dbeta);
 }
 
 template <class T>
@@ -362,8 +419,7 @@ void layer_norm_grad_kernel(KernelContext& c) {
     c.pool().parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         double* acc = part.data() + static_cast<size_t>(b) * 2 * n;
-        for (int64_t r = b * per; r < std::min(v.rows, (b + 1) * per); ++r)
-          layer_norm_grad_row<true>(dy + r * v.n, x + r * v.n, gamma, mean[r], rstd[r], v.n, dx + r * v.n, acc,
+        layer_norm_grad_rows<true>(dy, x, gamma, mean, rstd, b * per, std::min(v.rows, (b + 1) * per), v.n, dx, acc,
                                    acc + n);
       }
     });
@@ -371,9 +427,7 @@ void layer_norm_grad_kernel(KernelContext& c) {
       for (size_t i = 0; i < 2 * n; ++i) totals[i] += part[static_cast<size_t>(b) * 2 * n + i];
   } else {
     c.pool().parallel_for(v.rows, rows_grain(v), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        layer_norm_grad_row<false>(dy + r * v.n, x + r * v.n, gamma, mean[r], rstd[r], v.n, dx + r * v.n, nullptr,
-                                    nullptr);
+      layer_norm_grad_rows<false>(dy, x, gamma, mean, rstd, begin, end, v.n, dx, nullptr, nullptr);
     });
     // Each column's sums over the rows in row order, whatever the split of the columns.
     c.pool().parallel_for(v.n, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, v.rows)),
