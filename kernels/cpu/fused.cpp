@@ -54,8 +54,12 @@ constexpr int64_t kMinBlock = 16;
 WEFT_FUSED_OPS(WEFT_CHECK_OPCODE)
 #undef WEFT_CHECK_OPCODE
 
+// Cloned for AVX2 and AVX-512 beside the baseline's SSE2, each opcode's loop inlined into each
+// clone: the same operations on wider vectors, never contracted into fused multiply-adds (this
+// file is compiled with -ffp-contract=off), so every CPU gives the unfused kernels' bits.
 template <class T>
-void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void run_instr(int32_t op, T* d, const T* a,
+                                                                             const T* b, int64_t n) {
   switch (op) {
 #define WEFT_RUN_OPCODE(OP, ARITY, EXPENSIVE) \
   case fused::k##OP: return apply_block<OP##Op>(d, a, b, n);
