@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
@@ -22,7 +23,7 @@ namespace weft::cpu {
 namespace {
 
 constexpr int64_t kTile = 512;
-constexpr int64_t kChunk = 1024;
+constexpr int64_t kChunk = kSoftmaxChunk;
 // Rows at least this long are split into blocks of kRowBlock elements, so that one long row (a
 // large vocabulary, a full-tensor softmax) still spreads over the pool.
 constexpr int64_t kLongRow = int64_t{1} << 16;
@@ -34,18 +35,29 @@ constexpr int64_t kRowBlock = int64_t{1} << 14;
 // so the sum is in [1, n] and never overflows.
 template <class T, bool kLog>
 double exp_block(const T* x, T* y, int64_t len, T m) {
-  // In chunks that stay in L1 between the subtraction, the exponentials and the sum. The chunk
-  // sums (pairwise within a chunk) add up in double, in order.
-  alignas(64) T e[kChunk];
-  double s = 0;
-  for (int64_t j0 = 0; j0 < len; j0 += kChunk) {
-    const int64_t c = std::min(kChunk, len - j0);
-    T* d = y + j0;
-    for (int64_t j = 0; j < c; ++j) d[j] = x[j0 + j] - m;
-    unary_math(UnaryMath::kExp, d, kLog ? e : d, c);
-    s += static_cast<double>(sum_run(kLog ? e : d, c));
+  if constexpr (std::is_same_v<T, float>) {
+    return exp_shifted_sum(kLog, x, y, len, m);  // the steps below, vectorised (vector_math.h)
+  } else {
+    // In chunks that stay in L1 between the subtraction, the exponentials and the sum. The chunk
+    // sums (pairwise within a chunk) add up in double, in order.
+    alignas(64) T e[kChunk];
+    double s = 0;
+    for (int64_t j0 = 0; j0 < len; j0 += kChunk) {
+      const int64_t c = std::min(kChunk, len - j0);
+      T* d = y + j0;
+      for (int64_t j = 0; j < c; ++j) d[j] = x[j0 + j] - m;
+      unary_math(UnaryMath::kExp, d, kLog ? e : d, c);
+      s += static_cast<double>(sum_run(kLog ? e : d, c));
+    }
+    return s;
   }
-  return s;
+}
+
+// A row's (or block's) max: vectorised for float32 (vector_math.h's row_max), max_run otherwise.
+template <class T>
+T max_of(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return row_max(x, n);
+  else return max_run(x, n);
 }
 
 template <class T, bool kLog>
@@ -55,7 +67,9 @@ T row_shift(double sum) {
 
 template <class T, bool kLog>
 void scale_block(T* y, int64_t len, T shift) {
-  if constexpr (kLog) {
+  if constexpr (std::is_same_v<T, float>) {
+    finish_row(kLog, y, len, shift);
+  } else if constexpr (kLog) {
     for (int64_t j = 0; j < len; ++j) y[j] -= shift;
   } else {
     for (int64_t j = 0; j < len; ++j) y[j] *= shift;
@@ -64,7 +78,7 @@ void scale_block(T* y, int64_t len, T shift) {
 
 template <class T, bool kLog>
 void softmax_row(const T* x, T* y, int64_t n) {
-  const double s = exp_block<T, kLog>(x, y, n, max_run(x, n));
+  const double s = exp_block<T, kLog>(x, y, n, max_of(x, n));
   scale_block<T, kLog>(y, n, row_shift<T, kLog>(s));
 }
 
@@ -112,7 +126,7 @@ void softmax_long_rows(ThreadPool& pool, const T* x, T* y, int64_t outer, int64_
       }
     });
   };
-  each_block([&](int64_t t, int64_t, int64_t at, int64_t len) { part_max[t] = max_run(x + at, len); });
+  each_block([&](int64_t t, int64_t, int64_t at, int64_t len) { part_max[t] = max_of(x + at, len); });
   for (int64_t o = 0; o < outer; ++o) {
     T m = part_max[o * blocks];
     for (int64_t b = 1; b < blocks; ++b) m = takes_max(part_max[o * blocks + b], m) ? part_max[o * blocks + b] : m;

@@ -82,6 +82,18 @@ void softmax_rows(bool log, const float* x, float* y, int64_t rows, int64_t n) {
   (log ? t.log_softmax : t.softmax)(x, y, rows, n);
 }
 
+float row_max(const float* x, int64_t n) { return best_table().max(x, n); }
+
+double exp_shifted_sum(bool log, const float* x, float* y, int64_t n, float m) {
+  const VectorMathTable& t = best_table();
+  return (log ? t.log_exp_sum : t.exp_sum)(x, y, n, m);
+}
+
+void finish_row(bool log, float* y, int64_t n, float f) {
+  const VectorMathTable& t = best_table();
+  (log ? t.subtract : t.scale)(y, n, f);
+}
+
 void unary_math(UnaryMath f, const double* x, double* y, int64_t n) {
   auto each = [&](auto fn) {
     for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);

@@ -35,13 +35,29 @@ void unary_math(UnaryMath f, const double* x, double* y, int64_t n);
 inline constexpr int64_t kSoftmaxRowsMax = 256;
 void softmax_rows(bool log, const float* x, float* y, int64_t rows, int64_t n);
 
+// The steps of a longer row (or of a block of one), vectorised, with the bits of nn.cpp's
+// separate loops: y = exp(x - m) (log: y = x - m), returning the sum of exp(x - m) taken in
+// float over chunks of kSoftmaxChunk elements in sum_run's order (reduce_loops.h) and in double
+// across chunks; then finish_row's y * f (log: y - f). y may be x. m is row_max's: max_run's
+// value, NaN when x holds one (the sign of a zero max may differ, which changes no output).
+inline constexpr int64_t kSoftmaxChunk = 1024;
+float row_max(const float* x, int64_t n);  // n >= 1
+double exp_shifted_sum(bool log, const float* x, float* y, int64_t n, float m);
+void finish_row(bool log, float* y, int64_t n, float f);
+
 // The instruction-set variants, for the tests that check they agree bit for bit.
 enum class VectorIsa : uint8_t { kScalar, kAvx2, kAvx512 };
 using FloatArrayFn = void (*)(const float* x, float* y, int64_t n);
 using FloatRowsFn = void (*)(const float* x, float* y, int64_t rows, int64_t n);
+using ShiftedSumFn = double (*)(const float* x, float* y, int64_t n, float m);
+using FinishFn = void (*)(float* y, int64_t n, float f);
+using RowMaxFn = float (*)(const float* x, int64_t n);
 struct VectorMathTable {
   FloatArrayFn exp, log, tanh, sigmoid, erf, gelu;
   FloatRowsFn softmax, log_softmax;
+  RowMaxFn max;                       // row_max
+  ShiftedSumFn exp_sum, log_exp_sum;  // exp_shifted_sum without and with log
+  FinishFn scale, subtract;           // finish_row without and with log
 };
 // The table for `isa`, or null when this CPU lacks the instruction set.
 const VectorMathTable* vector_math_table(VectorIsa isa);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_variants.h"
 
@@ -58,6 +59,9 @@ struct Avx2 {
   static M mor(M a, M b) { return _mm256_or_ps(a, b); }
   static F select(M m, F a, F b) { return _mm256_blendv_ps(b, a, m); }
   static bool any(M m) { return _mm256_movemask_ps(m) != 0; }
+  static bool all_within(F a, float lo, float hi) {  // NaN is within nothing
+    return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(a, set(lo), _CMP_GE_OQ), _mm256_cmp_ps(a, set(hi), _CMP_LE_OQ))) == 0xff;
+  }
   // The first `count` lanes (1 <= count <= 8) of p, the others `fill`; the others are not read.
   static F load_first(const float* p, long count, float fill) {
     const I m = first(count);
@@ -90,7 +94,8 @@ struct Avx2 {
 const VectorMathTable* vector_math_avx2() {
   using Fns = vmath_impl::Functions<Avx2>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax,
+                                     Fns::max, Fns::exp_sum, Fns::log_exp_sum, Fns::scale, Fns::subtract};
   return &table;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_variants.h"
 
@@ -62,6 +63,9 @@ struct Avx512 {
   static M mor(M a, M b) { return static_cast<M>(a | b); }
   static F select(M m, F a, F b) { return _mm512_mask_blend_ps(m, b, a); }
   static bool any(M m) { return m != 0; }
+  static bool all_within(F a, float lo, float hi) {  // NaN is within nothing
+    return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(a, set(lo), _CMP_GE_OQ), a, set(hi), _CMP_LE_OQ) == 0xffff;
+  }
   // The first `count` lanes (1 <= count <= 16) of p, the others `fill`; the others are not read.
   static F load_first(const float* p, long count, float fill) {
     return _mm512_mask_loadu_ps(set(fill), first(count), p);
@@ -89,7 +93,8 @@ struct Avx512 {
 const VectorMathTable* vector_math_avx512() {
   using Fns = vmath_impl::Functions<Avx512>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax,
+                                     Fns::max, Fns::exp_sum, Fns::log_exp_sum, Fns::scale, Fns::subtract};
   return &table;
 }
 

@@ -8,7 +8,7 @@
 //   abs(a), with_sign_of(magnitude, sign)
 //   I bits(F), F from_bits(I), iset(int), iadd, isub, sll<k>, sra<k>, to_float(I)
 //   M lt(a, b), ge(a, b), eq(a, b), is_nan(a), mor(M, M), select(M, a, b) = m ? a : b
-//   any(M); load_first(p, count, fill), store_first(p, v, count), keep_first(v, count): the first
+//   any(M); all_within(a, lo, hi): every lane in [lo, hi] (NaN is not); load_first(p, count, fill), store_first(p, v, count), keep_first(v, count): the first
 //   count lanes (the others fill, untouched, 0); max_lanes(v); sum16(acc): the 16 lanes of
 //   16 / kLanes vectors added in reduce_loops.h's order
 //
@@ -30,37 +30,63 @@ inline typename V::F horner(typename V::F t, const float (&c)[N]) {
   return p;
 }
 
-// exp(x) for x clamped to [-104, 89] (beyond that the result is 0 or inf anyway); NaN handled by
-// the callers. x = n ln2 + r with |r| <= ln2 / 2 (Cody and Waite's two-part ln2, so n * kLn2Hi is
-// exact), e^r = 1 + r + r^2 P(r), then scaled by 2^n in two halves so that n may pass the
-// exponent range of one float (results near FLT_MAX, and subnormal ones rounded only once).
+// exp's argument reduction: x = n ln2 + r with |r| <= ln2 / 2 (Cody and Waite's two-part ln2, so
+// n * kLn2Hi is exact), and p = e^r = 1 + r + r^2 P(r), in [0.7, 1.42].
 template <class V>
-inline typename V::F exp_core(typename V::F x) {
+struct ExpParts {
+  typename V::F p;
+  typename V::I n;
+};
+
+template <class V>
+inline ExpParts<V> exp_parts(typename V::F x) {
   using F = typename V::F;
-  using I = typename V::I;
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;            // 9 significant bits
   constexpr float kLn2Lo = -2.12194440054690583e-4f;
   constexpr float kRound = 12582912.0f;             // 1.5 * 2^23: adding it rounds to an integer
   // e^r = 1 + r + r^2 P(r) on [-ln2/2, ln2/2]: relative error 3.1e-9.
   static constexpr float kP[] = {0x1.fffffcp-2f, 0x1.555492p-3f, 0x1.5558f2p-5f, 0x1.1239d4p-7f, 0x1.6a244cp-10f};
-  // Below -104 e^x rounds to +0, as exp_core(-104) does: those lanes compute e^0 instead and are
-  // zeroed at the end. Computing them would underflow, and on x86 each product that underflows
+  const F t = V::fma(x, V::set(kLog2e), V::set(kRound));
+  const F nf = V::sub(t, V::set(kRound));
+  F r = V::fma(nf, V::set(-kLn2Hi), x);
+  r = V::fma(nf, V::set(-kLn2Lo), r);
+  return {V::add(V::fma(V::mul(r, r), horner<V>(r, kP), r), V::set(1.0f)),
+          V::isub(V::bits(t), V::bits(V::set(kRound)))};
+}
+
+// Where exp_normal may be used: e^x is a normal float for every x in [-86, 88], and n's range
+// there (-124 to 127) keeps 2^n * p's exponent field in [1, 254].
+inline constexpr float kExpNormalLo = -86.0f, kExpNormalHi = 88.0f;
+
+// e^x for x in [kExpNormalLo, kExpNormalHi] only: 2^n * p by adding n to p's exponent bits. The
+// result is normal there, so this is exactly the product exp_anywhere forms in two halves: the
+// same bits, in 16 operations a vector instead of 27.
+template <class V>
+inline typename V::F exp_normal(typename V::F x) {
+  const ExpParts<V> e = exp_parts<V>(x);
+  return V::from_bits(V::iadd(V::bits(e.p), V::template sll<23>(e.n)));
+}
+
+// exp(x) for any non-NaN x, x clamped to [-104, 89] (beyond that the result is 0 or inf anyway);
+// NaN handled by the callers. p is scaled by 2^n in two halves so that n may pass the exponent
+// range of one float (results near FLT_MAX, and subnormal ones rounded only once).
+template <class V>
+inline typename V::F exp_anywhere(typename V::F x) {
+  using F = typename V::F;
+  using I = typename V::I;
+  // Below -104 e^x rounds to +0, as exp_anywhere(-104) does: those lanes compute e^0 instead and
+  // are zeroed at the end. Computing them would underflow, and on x86 each product that underflows
   // costs a microcode assist of a hundred cycles or more: with a causal mask's -inf scores (half
   // of attention's) exp was 9 % of nanoGPT's training step, and the step 7 % slower.
   const auto under = V::lt(x, V::set(-104.0f));
   x = V::select(under, V::set(0.0f), V::max(V::min(x, V::set(89.0f)), V::set(-104.0f)));
-  const F t = V::fma(x, V::set(kLog2e), V::set(kRound));
-  const F nf = V::sub(t, V::set(kRound));
-  const I n = V::isub(V::bits(t), V::bits(V::set(kRound)));
-  F r = V::fma(nf, V::set(-kLn2Hi), x);
-  r = V::fma(nf, V::set(-kLn2Lo), r);
-  const F p = V::add(V::fma(V::mul(r, r), horner<V>(r, kP), r), V::set(1.0f));
-  const I n1 = V::template sra<1>(n);
-  const I n2 = V::isub(n, n1);
+  const ExpParts<V> e = exp_parts<V>(x);
+  const I n1 = V::template sra<1>(e.n);
+  const I n2 = V::isub(e.n, n1);
   const F s1 = V::from_bits(V::template sll<23>(V::iadd(n1, V::iset(127))));
   const F s2 = V::from_bits(V::template sll<23>(V::iadd(n2, V::iset(127))));
-  return V::select(under, V::set(0.0f), V::mul(V::mul(p, s1), s2));
+  return V::select(under, V::set(0.0f), V::mul(V::mul(e.p, s1), s2));
 }
 
 template <class V>
@@ -68,9 +94,12 @@ inline typename V::F keep_nan(typename V::F x, typename V::F y) {
   return V::select(V::is_nan(x), x, y);
 }
 
+// exp_anywhere's bits, through exp_normal when the whole vector allows it (almost always: the
+// branch is taken per vector and costs two compares). tanh and sigmoid do the same.
 template <class V>
 inline typename V::F exp(typename V::F x) {
-  return keep_nan<V>(x, exp_core<V>(x));
+  if (V::all_within(x, kExpNormalLo, kExpNormalHi)) return exp_normal<V>(x);
+  return keep_nan<V>(x, exp_anywhere<V>(x));
 }
 
 // log(x) = e ln2 + log(m), x = m 2^e with m in [sqrt(1/2), sqrt(2)); f = m - 1, s = f / (2 + f),
@@ -109,8 +138,8 @@ inline typename V::F log(typename V::F x) {
 
 // tanh(|x|) = |x| + |x|^3 P(x^2) below 0.625, else 1 - 2 / (e^{2|x|} + 1), which reaches 1 exactly
 // once e^{2|x|} is large (and inf); then x's sign (so tanh(-0) = -0).
-template <class V>
-inline typename V::F tanh(typename V::F x) {
+template <class V, bool kAnywhere>
+inline typename V::F tanh_of(typename V::F x) {
   using F = typename V::F;
   // P on |x| < 0.625: relative error of tanh 1.6e-10.
   static constexpr float kP[] = {-0x1.555554p-2f, 0x1.111066p-3f, -0x1.b9ee90p-5f,
@@ -118,19 +147,34 @@ inline typename V::F tanh(typename V::F x) {
   const F a = V::abs(x);
   const F z = V::mul(a, a);
   const F small = V::fma(V::mul(a, z), horner<V>(z, kP), a);
-  const F e = exp_core<V>(V::add(a, a));
+  const F e = kAnywhere ? exp_anywhere<V>(V::add(a, a)) : exp_normal<V>(V::add(a, a));
   const F large = V::sub(V::set(1.0f), V::div(V::set(2.0f), V::add(e, V::set(1.0f))));
-  return keep_nan<V>(x, V::with_sign_of(V::select(V::lt(a, V::set(0.625f)), small, large), x));
+  const F y = V::with_sign_of(V::select(V::lt(a, V::set(0.625f)), small, large), x);
+  return kAnywhere ? keep_nan<V>(x, y) : y;
+}
+
+template <class V>
+inline typename V::F tanh(typename V::F x) {
+  constexpr float kHalf = kExpNormalHi / 2;  // 2|x| within exp_normal's range
+  return V::all_within(x, -kHalf, kHalf) ? tanh_of<V, false>(x) : tanh_of<V, true>(x);
 }
 
 // The stable logistic function: with e = e^{-|x|} in (0, 1], 1 / (1 + e) for x >= 0 and
 // e / (1 + e) below, so the exponential never overflows.
+template <class V, bool kAnywhere>
+inline typename V::F sigmoid_of(typename V::F x) {
+  using F = typename V::F;
+  const F minus_a = V::sub(V::set(0.0f), V::abs(x));
+  const F e = kAnywhere ? exp_anywhere<V>(minus_a) : exp_normal<V>(minus_a);
+  const F num = V::select(V::ge(x, V::set(0.0f)), V::set(1.0f), e);
+  const F y = V::div(num, V::add(V::set(1.0f), e));
+  return kAnywhere ? keep_nan<V>(x, y) : y;
+}
+
 template <class V>
 inline typename V::F sigmoid(typename V::F x) {
-  using F = typename V::F;
-  const F e = exp_core<V>(V::sub(V::set(0.0f), V::abs(x)));
-  const F num = V::select(V::ge(x, V::set(0.0f)), V::set(1.0f), e);
-  return keep_nan<V>(x, V::div(num, V::add(V::set(1.0f), e)));
+  constexpr float kLimit = -kExpNormalLo;  // -|x| within exp_normal's range
+  return V::all_within(x, -kLimit, kLimit) ? sigmoid_of<V, false>(x) : sigmoid_of<V, true>(x);
 }
 
 // erf(|x|) = |x| + |x| R(x^2) below 1 (R(0) = 2/sqrt(pi) - 1: folding the leading 1 out keeps that
@@ -151,7 +195,7 @@ inline typename V::F erf(typename V::F x) {
   const F small = V::fma(a, horner<V>(V::mul(a, a), kSmall), a);
   const F t = V::min(a, V::set(4.0f));
   const F g = horner<V>(V::sub(t, V::set(2.5f)), kTail);
-  const F e = exp_core<V>(V::sub(V::set(0.0f), V::mul(t, t)));
+  const F e = exp_normal<V>(V::sub(V::set(0.0f), V::mul(t, t)));  // -t^2 in [-16, 0]
   const F large = V::sub(V::set(1.0f), V::mul(e, g));
   return keep_nan<V>(x, V::with_sign_of(V::select(V::lt(a, V::set(1.0f)), small, large), x));
 }
@@ -254,6 +298,86 @@ inline void softmax_rows(const float* x, float* y, long rows, long n) {
   for (; r < rows; ++r) softmax_row_group<V, kLog, 1>(x + r * n, y + r * n, n);
 }
 
+// The steps of a row longer than kSoftmaxRowsMax (nn.cpp's exp_block and scale_block), whose
+// bits they give: d = x - m stored to y, or (softmax) e = exp(d) stored there instead; the sum of e
+// over chunks of kSoftmaxChunk elements, each summed in float in sum_run's order (reduce_loops.h:
+// halves of whole 16-element steps while longer than kPairwiseLeaf, then each leaf's element j in
+// lane j % 16, the leaf padded with zeros, folded as sum16 folds), the chunk sums added in double.
+static_assert(kPairwiseLeaf % 16 == 0 && kSoftmaxChunk % 16 == 0, "whole 16-lane steps");
+
+template <class V, bool kLog>
+inline float exp_shifted_tree(const float* x, float* y, long n, float m) {
+  using F = typename V::F;
+  if (n > kPairwiseLeaf) {
+    const long half = (n / 2) / 16 * 16;
+    const float first = exp_shifted_tree<V, kLog>(x, y, half, m);
+    return first + exp_shifted_tree<V, kLog>(x + half, y + half, n - half, m);
+  }
+  const F mv = V::set(m);
+  constexpr int W = V::kLanes, kAcc = 16 / W;
+  F acc[kAcc];
+  for (int q = 0; q < kAcc; ++q) acc[q] = V::set(0.0f);
+  for (long j0 = 0; j0 < n; j0 += 16)
+    for (int q = 0; q < kAcc; ++q) {
+      const long j = j0 + q * W, count = n - j;
+      if (count <= 0) break;  // the rest is the leaf's zero padding
+      if (count >= W) {
+        const F d = V::sub(V::load(x + j), mv);
+        const F ex = exp<V>(d);
+        V::store(y + j, kLog ? d : ex);
+        acc[q] = V::add(acc[q], ex);
+      } else {
+        const F d = V::sub(V::load_first(x + j, count, m), mv);  // padding: e^0, then zeroed
+        const F ex = V::keep_first(exp<V>(d), count);
+        V::store_first(y + j, kLog ? d : ex, count);
+        acc[q] = V::add(acc[q], ex);
+      }
+    }
+  return V::sum16(acc);
+}
+
+template <class V, bool kLog>
+inline double exp_shifted_sum(const float* x, float* y, long n, float m) {
+  double s = 0;
+  for (long j0 = 0; j0 < n; j0 += kSoftmaxChunk) {
+    const long c = n - j0 < kSoftmaxChunk ? n - j0 : kSoftmaxChunk;
+    s += static_cast<double>(exp_shifted_tree<V, kLog>(x + j0, y + j0, c, m));
+  }
+  return s;
+}
+
+// The largest of x[0..n), n >= 1, or NaN when x holds one: max_run's value, though where the max
+// is zero its sign may differ from max_run's (the steps above then give the same outputs: d = x - m
+// differs only in the sign of a zero d, and exp(+-0) = 1). Four chains, as max's latency needs.
+template <class V>
+inline float row_max(const float* x, long n) {
+  using F = typename V::F;
+  constexpr int W = V::kLanes;
+  const float inf = __builtin_inff();
+  F acc[4] = {V::set(-inf), V::set(-inf), V::set(-inf), V::set(-inf)};
+  auto nan = V::is_nan(acc[0]);
+  long j = 0;
+  for (; j + 4 * W <= n; j += 4 * W)
+    for (int q = 0; q < 4; ++q) {
+      const F v = V::load(x + j + q * W);
+      acc[q] = V::max(v, acc[q]);
+      nan = V::mor(nan, V::is_nan(v));
+    }
+  for (; j < n; j += W) {
+    const F v = n - j >= W ? V::load(x + j) : V::load_first(x + j, n - j, -inf);
+    acc[0] = V::max(v, acc[0]);
+    nan = V::mor(nan, V::is_nan(v));
+  }
+  if (V::any(nan)) return __builtin_nanf("");
+  return V::max_lanes(V::max(V::max(acc[0], acc[1]), V::max(acc[2], acc[3])));
+}
+
+// y * f (softmax) or y - f (log-softmax), in place.
+template <class V, bool kLog>
+inline void finish_row(float* y, long n, float f) {
+  map_array<V>(y, y, n, [fv = V::set(f)](typename V::F v) { return kLog ? V::sub(v, fv) : V::mul(v, fv); });
+}
+
 template <class V>
 struct Functions {
   static void exp_array(const float* x, float* y, long n) { map_array<V>(x, y, n, exp<V>); }
@@ -264,6 +388,11 @@ struct Functions {
   static void gelu_array(const float* x, float* y, long n) { map_array<V>(x, y, n, gelu<V>); }
   static void softmax(const float* x, float* y, long rows, long n) { softmax_rows<V, false>(x, y, rows, n); }
   static void log_softmax(const float* x, float* y, long rows, long n) { softmax_rows<V, true>(x, y, rows, n); }
+  static double exp_sum(const float* x, float* y, long n, float m) { return exp_shifted_sum<V, false>(x, y, n, m); }
+  static double log_exp_sum(const float* x, float* y, long n, float m) { return exp_shifted_sum<V, true>(x, y, n, m); }
+  static float max(const float* x, long n) { return row_max<V>(x, n); }
+  static void scale(float* y, long n, float f) { finish_row<V, false>(y, n, f); }
+  static void subtract(float* y, long n, float f) { finish_row<V, true>(y, n, f); }
 };
 
 }  // namespace vmath_impl

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/reduce_loops.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/vector_math_variants.h"
 
@@ -48,6 +49,7 @@ struct Scalar {
   static M mor(M a, M b) { return a || b; }
   static F select(M m, F a, F b) { return m ? a : b; }
   static bool any(M m) { return m; }
+  static bool all_within(F a, float lo, float hi) { return lo <= a && a <= hi; }  // NaN is within nothing
   static F load_first(const float* p, long, float) { return *p; }  // count is 1
   static void store_first(float* p, F v, long) { *p = v; }
   static F keep_first(F v, long) { return v; }
@@ -66,7 +68,8 @@ struct Scalar {
 const VectorMathTable* vector_math_scalar() {
   using Fns = vmath_impl::Functions<Scalar>;
   static const VectorMathTable table{Fns::exp_array, Fns::log_array, Fns::tanh_array, Fns::sigmoid_array,
-                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax};
+                                     Fns::erf_array, Fns::gelu_array, Fns::softmax, Fns::log_softmax,
+                                     Fns::max, Fns::exp_sum, Fns::log_exp_sum, Fns::scale, Fns::subtract};
   return &table;
 }
 

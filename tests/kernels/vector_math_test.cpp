@@ -4,6 +4,7 @@
 // every array length (tails padded to a vector) and in place.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -153,6 +154,56 @@ TEST(VectorMath, EveryInstructionSetGivesTheScalarBits) {
 }
 
 // gelu is its composition, (x * 0.5) * (erf(x * sqrt(1/2)) + 1), on every instruction set: the
+
+// exp, tanh and sigmoid take a shorter path for a vector whose lanes all keep e^x normal (exp's
+// argument in [-86, 88]) and the general one otherwise; both must give the same bits. A vector
+// variant runs the values alone (every vector on the short path) and again with every eighth
+// element out of range (every vector of 8 or 16 lanes on the general path); the scalar variant,
+// one lane at a time, takes the short path for each of these values.
+TEST(VectorMath, TheInRangePathGivesTheGeneralPathsBits) {
+  struct ShortPath {
+    UnaryMath op;
+    float lo, hi;  // the short path's range, ends included
+  };
+  const ShortPath paths[] = {{UnaryMath::kExp, -86.0f, 88.0f}, {UnaryMath::kTanh, -44.0f, 44.0f},
+                             {UnaryMath::kSigmoid, -86.0f, 86.0f}};
+  const VectorMathTable* scalar = vector_math_table(VectorIsa::kScalar);
+  int compared = 0;
+  for (const ShortPath& path : paths) {
+    const Function& f = *std::find_if(std::begin(kFunctions), std::end(kFunctions),
+                                      [&](const Function& g) { return g.op == path.op; });
+    std::vector<float> inside;
+    for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 1021) {
+      const float x = std::bit_cast<float>(static_cast<uint32_t>(b));
+      if (x >= path.lo && x <= path.hi) inside.push_back(x);
+    }
+    for (float v : {path.lo, path.hi, std::nextafter(path.lo, 0.0f), std::nextafter(path.hi, 0.0f), 0.0f, -0.0f})
+      inside.push_back(v);
+    std::vector<float> mixed;  // 7 values, then one that forces the general path
+    for (size_t i = 0; i < inside.size(); ++i) {
+      mixed.push_back(inside[i]);
+      if (i % 7 == 6) mixed.push_back(i % 14 == 6 ? 100.0f : -1e30f);
+    }
+    std::vector<float> one_lane(inside.size());
+    (scalar->*f.entry)(inside.data(), one_lane.data(), static_cast<int64_t>(inside.size()));
+    for (VectorIsa isa : {VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+      const VectorMathTable* table = vector_math_table(isa);
+      if (!table) continue;
+      std::vector<float> alone(inside.size()), general(mixed.size());
+      (table->*f.entry)(inside.data(), alone.data(), static_cast<int64_t>(inside.size()));
+      (table->*f.entry)(mixed.data(), general.data(), static_cast<int64_t>(mixed.size()));
+      for (size_t i = 0, j = 0; i < inside.size(); ++i, ++j) {
+        if (j % 8 == 7) ++j;  // the out-of-range companion
+        ASSERT_EQ(std::bit_cast<uint32_t>(alone[i]), std::bit_cast<uint32_t>(general[j]))
+            << f.name << " on " << vector_isa_name(isa) << " at x = " << inside[i];
+        ASSERT_EQ(std::bit_cast<uint32_t>(alone[i]), std::bit_cast<uint32_t>(one_lane[i]))
+            << f.name << " on " << vector_isa_name(isa) << " at x = " << inside[i];
+      }
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512";
+}
 // bits of the same table's erf and the float operations, and the scalar variant's bits.
 TEST(VectorMath, GeluIsItsCompositionOnEveryInstructionSet) {
   std::vector<float> xs = sample();
@@ -223,6 +274,60 @@ TEST(VectorMath, SoftmaxRowsAreTheSeparateStepsOnEveryInstructionSet) {
     }
   }
   EXPECT_GE(compared, 2 * 256);
+}
+
+// A longer row's steps (nn.cpp's softmax_row and softmax_long_rows call them), vectorised, are the
+// loops they replace on every instruction set: row_max is max_run's value; exp_shifted_sum stores
+// x - m or exp(x - m) and returns the chunks' sum_run sums added in double; finish_row scales or
+// subtracts. Lengths around the leaf (256) and the chunk (1024), rows with NaN and infinities.
+TEST(VectorMath, LongRowStepsAreTheLoopsTheyReplaceOnEveryInstructionSet) {
+  const VectorMathTable* scalar = vector_math_table(VectorIsa::kScalar);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> wide(-120.0f, 20.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto same = [](float a, float b) { return (a != a && b != b) || std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); };
+  int compared = 0;
+  for (int64_t n : {257, 300, 513, 1000, 1024, 1025, 2047, 3000, 5003}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = wide(rng);
+      if (kind == 1) x[static_cast<size_t>(n / 3)] = nan;
+      if (kind == 2) x[static_cast<size_t>(n - 1)] = inf;
+      if (kind == 3) x[0] = -inf;
+      const float m = max_run(x.data(), n);
+      for (bool log : {false, true}) {
+        std::vector<float> want(x.size());
+        double want_sum = 0;
+        for (int64_t j0 = 0; j0 < n; j0 += kSoftmaxChunk) {
+          const int64_t c = std::min(kSoftmaxChunk, n - j0);
+          std::vector<float> d(static_cast<size_t>(c)), e(static_cast<size_t>(c));
+          for (int64_t j = 0; j < c; ++j) d[j] = x[j0 + j] - m;
+          scalar->exp(d.data(), e.data(), c);
+          want_sum += static_cast<double>(sum_run(e.data(), c));
+          for (int64_t j = 0; j < c; ++j) want[j0 + j] = log ? d[j] : e[j];
+        }
+        const float f = log ? 0.75f : 1.0f / 3.0f;
+        std::vector<float> finished = want;
+        for (float& v : finished) v = log ? v - f : v * f;
+        for (VectorIsa isa : {VectorIsa::kScalar, VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+          const VectorMathTable* table = vector_math_table(isa);
+          if (!table) continue;
+          const std::string where = std::string(vector_isa_name(isa)) + ", n " + std::to_string(n) + ", kind " +
+                                    std::to_string(kind) + (log ? ", log" : "");
+          const float got_m = table->max(x.data(), n);
+          ASSERT_TRUE(got_m == m || (got_m != got_m && m != m)) << where << ": max " << got_m << ", want " << m;
+          std::vector<float> got = x;  // in place
+          const double sum = (log ? table->log_exp_sum : table->exp_sum)(got.data(), got.data(), n, m);
+          ASSERT_TRUE(sum == want_sum || (sum != sum && want_sum != want_sum)) << where << ": sum " << sum << ", want " << want_sum;
+          for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(same(got[j], want[j])) << where << ", element " << j;
+          (log ? table->subtract : table->scale)(got.data(), n, f);
+          for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(same(got[j], finished[j])) << where << ", finished element " << j;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GE(compared, 9 * 4 * 2);
 }
 
 TEST(VectorMath, Float64IsLibm) {
