@@ -33,7 +33,7 @@ const VectorMathTable& best_table() {
   return *table;
 }
 
-// The stable logistic function, as the float variants compute it (vector_math_impl.h).
+// The logistic function, written so that the exponential never overflows.
 double sigmoid64(double x) {
   const double e = std::exp(-std::abs(x));
   return (x >= 0 ? 1.0 : e) / (1.0 + e);

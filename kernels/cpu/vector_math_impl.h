@@ -159,22 +159,26 @@ inline typename V::F tanh(typename V::F x) {
   return V::all_within(x, -kHalf, kHalf) ? tanh_of<V, false>(x) : tanh_of<V, true>(x);
 }
 
-// The stable logistic function: with e = e^{-|x|} in (0, 1], 1 / (1 + e) for x >= 0 and
-// e / (1 + e) below, so the exponential never overflows.
+// The logistic function as 1 / (1 + e^{-x}) wherever e^{-x} is a normal float (x in [-88, 86]:
+// one exponential and one division); below -88, where e^{-x} would overflow, as e^x / (1 + e^x),
+// tiny or subnormal; above 86 both round to 1.
 template <class V, bool kAnywhere>
 inline typename V::F sigmoid_of(typename V::F x) {
   using F = typename V::F;
-  const F minus_a = V::sub(V::set(0.0f), V::abs(x));
-  const F e = kAnywhere ? exp_anywhere<V>(minus_a) : exp_normal<V>(minus_a);
-  const F num = V::select(V::ge(x, V::set(0.0f)), V::set(1.0f), e);
-  const F y = V::div(num, V::add(V::set(1.0f), e));
-  return kAnywhere ? keep_nan<V>(x, y) : y;
+  const F one = V::set(1.0f), minus_x = V::sub(V::set(0.0f), x);
+  if constexpr (!kAnywhere) {
+    return V::div(one, V::add(one, exp_normal<V>(minus_x)));
+  } else {
+    const F usual = V::div(one, V::add(one, exp_anywhere<V>(minus_x)));
+    const F e = exp_anywhere<V>(x);
+    const F tiny = V::div(e, V::add(one, e));
+    return keep_nan<V>(x, V::select(V::lt(x, V::set(-kExpNormalHi)), tiny, usual));
+  }
 }
 
 template <class V>
-inline typename V::F sigmoid(typename V::F x) {
-  constexpr float kLimit = -kExpNormalLo;  // -|x| within exp_normal's range
-  return V::all_within(x, -kLimit, kLimit) ? sigmoid_of<V, false>(x) : sigmoid_of<V, true>(x);
+inline typename V::F sigmoid(typename V::F x) {  // -x within exp_normal's range: the short path
+  return V::all_within(x, -kExpNormalHi, -kExpNormalLo) ? sigmoid_of<V, false>(x) : sigmoid_of<V, true>(x);
 }
 
 // erf(|x|) = |x| + |x| R(x^2) below 1 (R(0) = 2/sqrt(pi) - 1: folding the leading 1 out keeps that
