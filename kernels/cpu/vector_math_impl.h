@@ -8,7 +8,8 @@
 //   abs(a), with_sign_of(magnitude, sign)
 //   I bits(F), F from_bits(I), iset(int), iadd, isub, sll<k>, sra<k>, to_float(I)
 //   M lt(a, b), ge(a, b), eq(a, b), is_nan(a), mor(M, M), select(M, a, b) = m ? a : b
-//   any(M); all_within(a, lo, hi): every lane in [lo, hi] (NaN is not); load_first(p, count, fill), store_first(p, v, count), keep_first(v, count): the first
+//   any(M); all_within(a, lo, hi): every lane in [lo, hi] (NaN is in none)
+//   load_first(p, count, fill), store_first(p, v, count), keep_first(v, count): the first
 //   count lanes (the others fill, untouched, 0); max_lanes(v); sum16(acc): the 16 lanes of
 //   16 / kLanes vectors added in reduce_loops.h's order
 //
