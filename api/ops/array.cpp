@@ -32,14 +32,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t num, int64_t axis, const Sour
   if (num <= 0 || n < 0 || n % num != 0)
     throw InvalidArgument("[split] cannot split dim " + std::to_string(axis) + " of x " + x.shape().to_string() +
                           " into " + std::to_string(num) + " equal parts");
-  std::vector<Tensor> parts;
-  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), size(static_cast<size_t>(rank), -1);
-  size[static_cast<size_t>(axis)] = n / num;
-  for (int64_t i = 0; i < num; ++i) {
-    begin[static_cast<size_t>(axis)] = i * (n / num);
-    parts.push_back(slice(x, begin, size, loc));
-  }
-  return parts;
+  static const OpDef& op = op_def("Split");
+  const Tensor in[] = {x};
+  return dispatch(op, in, {{"axis", axis}, {"num_split", num}}, loc);
 }
 
 Tensor stack(const std::vector<Tensor>& values, int64_t axis, const SourceLocation& loc) {
@@ -152,6 +147,13 @@ std::vector<Tensor> concat_grad(const GradContext& g) {
   return grads;
 }
 
+// The parts lie side by side along the axis: their gradients, concatenated (zeros where none
+// arrived, as output_grads holds them).
+std::vector<Tensor> split_grad(const GradContext& g) {
+  const int64_t axis = normalized(g.attrs.get<int64_t>("axis"), g.input(0).rank());
+  return {concat(std::vector<Tensor>(g.output_grads.begin(), g.output_grads.end()), axis)};
+}
+
 // The slice is a window of the input; everything outside it gets zero.
 std::vector<Tensor> slice_grad(const GradContext& g) {
   const Shape& in = g.input(0).shape();
@@ -192,6 +194,7 @@ void register_array_gradients() {
   register_gradient("Transpose", transpose_grad);
   register_gradient("ConcatV2", concat_grad);
   register_gradient("Slice", slice_grad);
+  register_gradient("Split", split_grad);
   register_gradient("GatherV2", gather_grad);
   // StopGradient and OneHot are kNotDifferentiable: the tape never records them.
   register_pad_gradients();

@@ -1,4 +1,4 @@
-// CPU kernels of the array ops that copy: ConcatV2, Slice, GatherV2, OneHot, and Print's write.
+// CPU kernels of the array ops that copy: ConcatV2, Slice, Split, GatherV2, OneHot, and Print's write.
 // Reshape, ExpandDims, Squeeze, Identity and StopGradient are views (kForwardsInput) and need no
 // kernel; Transpose lives in transpose.cpp.
 //
@@ -68,11 +68,9 @@ void concat_kernel(KernelContext& ctx) {
   });
 }
 
-void slice_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& out = ctx.output(0);
+// The window of x starting at `begin` with out's shape, into out (Slice, and each part of Split).
+void copy_window(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& begin, const Tensor& out) {
   if (out.size() == 0) return;
-  const auto& begin = ctx.attrs.get<std::vector<int64_t>>("begin");
   const int64_t elem = static_cast<int64_t>(dtype_size(x.dtype()));
 
   // Dims merged where the inner neighbour is taken whole, inner first (shared with the CUDA
@@ -105,6 +103,23 @@ void slice_kernel(KernelContext& ctx) {
     w.seek(b);
     for (int64_t row = b; row < e; ++row, w.next()) std::memcpy(dst + row * run_bytes, in + w.a * elem, run_bytes);
   });
+}
+
+void slice_kernel(KernelContext& ctx) {
+  copy_window(ctx, ctx.input(0), ctx.attrs.get<std::vector<int64_t>>("begin"), ctx.output(0));
+}
+
+// Part k is the window that starts k parts along the axis.
+void split_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = x.shape().rank();
+  int64_t axis = ctx.attrs.get<int64_t>("axis");
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> begin(static_cast<size_t>(rank), 0);
+  for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+    copy_window(ctx, x, begin, ctx.outputs[k]);
+    begin[static_cast<size_t>(axis)] += ctx.outputs[k].shape()[axis];
+  }
 }
 
 template <class I>
@@ -195,6 +210,7 @@ void register_array_kernels() {
     const DType dt = static_cast<DType>(d);
     register_kernel("ConcatV2", DeviceType::CPU, dt, concat_kernel);
     register_kernel("Slice", DeviceType::CPU, dt, slice_kernel);
+    register_kernel("Split", DeviceType::CPU, dt, split_kernel);
     register_kernel("GatherV2", DeviceType::CPU, dt, gather_kernel);
     register_kernel("Print", DeviceType::CPU, dt, print_kernel);
   }

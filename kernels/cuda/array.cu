@@ -1,4 +1,4 @@
-// CUDA kernels of the array ops that copy: ConcatV2, Slice, GatherV2 and OneHot, with the CPU
+// CUDA kernels of the array ops that copy: ConcatV2, Slice, Split, GatherV2 and OneHot, with the CPU
 // kernels' semantics (kernels/cpu/array.cpp). ConcatV2, Slice and GatherV2 move bits only and take
 // all nine dtypes; OneHot writes float32 and ignores indices outside [0, depth) as the CPU does.
 //
@@ -57,19 +57,34 @@ void concat_kernel(KernelContext& ctx) {
   });
 }
 
-void slice_kernel(KernelContext& ctx) {
+// The window of input 0 starting at `begin` with output i's shape, into output i (Slice, and each
+// part of Split).
+void copy_window(KernelContext& ctx, const std::vector<int64_t>& begin, int i) {
   const Tensor& x = ctx.input(0);
-  const Tensor& out = ctx.output(0);
+  const Tensor& out = ctx.output(i);
   if (out.size() == 0) return;
-  const StridedCopy g =
-      slice_copy(x.shape(), ctx.attrs.get<std::vector<int64_t>>("begin"), out.shape(), ctx.op.display);
+  const StridedCopy g = slice_copy(x.shape(), begin, out.shape(), ctx.op.display);
   visit_width(x, [&](auto w) {
     using W = decltype(w);
     if (g.rank == 1 && g.in_strides[0] == 1)  // one contiguous run
-      copy_on_stream(ctx, out_data<W>(ctx), in_data<W>(ctx, 0) + g.base, static_cast<size_t>(g.n) * sizeof(W));
+      copy_on_stream(ctx, out_data<W>(ctx, i), in_data<W>(ctx, 0) + g.base, static_cast<size_t>(g.n) * sizeof(W));
     else
-      launch_strided_copy<W>(ctx, g, out_data<W>(ctx), in_data<W>(ctx, 0));
+      launch_strided_copy<W>(ctx, g, out_data<W>(ctx, i), in_data<W>(ctx, 0));
   });
+}
+
+void slice_kernel(KernelContext& ctx) { copy_window(ctx, ctx.attrs.get<std::vector<int64_t>>("begin"), 0); }
+
+// Part k is the window that starts k parts along the axis.
+void split_kernel(KernelContext& ctx) {
+  const int64_t rank = ctx.input(0).shape().rank();
+  int64_t axis = ctx.attrs.get<int64_t>("axis");
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> begin(static_cast<size_t>(rank), 0);
+  for (size_t k = 0; k < ctx.outputs.size(); ++k) {
+    copy_window(ctx, begin, static_cast<int>(k));
+    begin[static_cast<size_t>(axis)] += ctx.outputs[k].shape()[axis];
+  }
 }
 
 // Output (outer, count, inner) from params (outer, limit, inner). An index outside [0, limit)
@@ -154,6 +169,7 @@ void register_array_kernels() {
     const DType dt = static_cast<DType>(d);
     register_kernel("ConcatV2", DeviceType::CUDA, dt, concat_kernel);
     register_kernel("Slice", DeviceType::CUDA, dt, slice_kernel);
+    register_kernel("Split", DeviceType::CUDA, dt, split_kernel);
     register_kernel("GatherV2", DeviceType::CUDA, dt, gather);
   }
   register_kernel("OneHot", DeviceType::CUDA, int8, one_hot<int8_t>);

@@ -156,6 +156,23 @@ void infer_slice(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), std::move(out));
 }
 
+// num_split equal parts of the input along axis, each a window of it.
+void infer_split(InferContext& ctx) {
+  const Shape& in = ctx.input_shape(0);
+  const int64_t r = in.rank();
+  const int64_t axis = normalize_axis(ctx, ctx.attrs().get<int64_t>("axis"), r);
+  const int64_t num = ctx.attrs().get<int64_t>("num_split");
+  if (num <= 0) ctx.fail("num_split = " + std::to_string(num) + " must be positive");
+  const int64_t d = in[axis];
+  if (d >= 0 && d % num != 0)
+    ctx.fail("cannot split dim " + std::to_string(axis) + " of the input " + describe(ctx, 0) + " into " +
+             std::to_string(num) + " equal parts");
+  Shape part = in;
+  part[axis] = d < 0 ? -1 : d / num;
+  ctx.set_num_outputs(static_cast<int>(num));
+  for (int i = 0; i < num; ++i) ctx.set_output(i, ctx.input_dtype(0), part);
+}
+
 void infer_gather(InferContext& ctx) {
   const DType idt = ctx.input_dtype(1);
   if (idt != DType::Int32 && idt != DType::Int64)
@@ -255,6 +272,10 @@ void register_array_defs() {
        .infer = infer_concat, .cost = copy_cost});
   add({.name = "Slice", .display = "slice", .min_inputs = 1, .max_inputs = 1,
        .attrs = {{"begin", AttrType::IntList}, {"size", AttrType::IntList}}, .infer = infer_slice, .cost = copy_cost});
+  // One node for all the parts, so that its gradient is one concat (a slice's is a pad, and the
+  // parts' pads then added up: four times the traffic in a transformer's q, k, v split).
+  add({.name = "Split", .display = "split", .min_inputs = 1, .max_inputs = 1, .num_outputs = -1,
+       .attrs = {{"axis", AttrType::Int}, {"num_split", AttrType::Int}}, .infer = infer_split, .cost = copy_cost});
   add({.name = "GatherV2", .display = "gather", .min_inputs = 2, .max_inputs = 2,
        .attrs = {{"axis", AttrType::Int, false}}, .infer = infer_gather, .cost = copy_cost});
   add({.name = "OneHot", .display = "one_hot", .min_inputs = 1, .max_inputs = 1, .attrs = {{"depth", AttrType::Int}},

@@ -36,6 +36,50 @@ TEST(SplitStack, ValuesShapesAndGradients) {
   EXPECT_THROW(stack({}, 0), InvalidArgument);
 }
 
+// split is one Split node: each part is the window a slice would take, along every axis (the
+// middle one strided), eagerly and traced alike, in every dtype the copy moves; its gradient is
+// the parts' gradients concatenated, zeros for a part that gets none.
+TEST(SplitStack, SplitIsTheSlicesAlongEveryAxisEagerAndTraced) {
+  const Tensor x = reshape(range(0.0f, 48.0f), {2, 6, 4});
+  for (int64_t axis : {0, 1, 2, -1}) {
+    const int64_t a = axis < 0 ? axis + 3 : axis, num = x.shape()[a];
+    const std::vector<Tensor> parts = split(x, num, axis);
+    auto traced = function([&](Tensor in) { return split(in, num, axis); });
+    const std::vector<Tensor> traced_parts = traced(x);
+    ASSERT_EQ(parts.size(), static_cast<size_t>(num));
+    ASSERT_EQ(traced_parts.size(), static_cast<size_t>(num));
+    for (int64_t k = 0; k < num; ++k) {
+      std::vector<int64_t> begin(3, 0), size = {-1, -1, -1};
+      begin[static_cast<size_t>(a)] = k;
+      size[static_cast<size_t>(a)] = 1;
+      const std::vector<float> want = slice(x, begin, size).to_vector<float>();
+      EXPECT_EQ(parts[k].to_vector<float>(), want) << "axis " << axis << ", part " << k;
+      EXPECT_EQ(traced_parts[k].to_vector<float>(), want) << "traced, axis " << axis << ", part " << k;
+    }
+  }
+  for (DType dt : {int32, int64, float64, float16, bfloat16, uint8}) {
+    const Tensor y = cast(x, dt);
+    const std::vector<Tensor> parts = split(y, 2, 1);
+    EXPECT_EQ(parts[1].dtype(), dt);
+    EXPECT_EQ(cast(parts[1], float32).to_vector<float>(), slice(x, {0, 3, 0}, {-1, 3, -1}).to_vector<float>());
+  }
+  const Tensor w = random::normal({4, 3}, 0, 1, 5, float64);
+  GradientTape tape;
+  tape.watch(w);
+  const std::vector<Tensor> p = split(w, 2, 0);
+  const Tensor g = tape.gradient(reduce_sum(mul(p[1], p[1])), w);  // part 0 gets no gradient
+  const std::vector<double> gv = g.to_vector<double>(), wv = w.to_vector<double>();
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_EQ(gv[i], i < 6 ? 0.0 : 2 * wv[i]) << i;
+  testing::expect_gradients_match(
+      [](const std::vector<Tensor>& in) {
+        GradientTape inner;  // the gradient's gradient: concat's gradient is slices
+        inner.watch(in[0]);
+        std::vector<Tensor> q = split(in[0], 2, 1);
+        return inner.gradient(reduce_sum(mul(mul(q[0], q[1]), q[1])), in[0]);
+      },
+      {random::normal({2, 4}, 0, 1, 6, float64)});
+}
+
 TEST(Embedding, LooksUpRowsAndSumsTheGradientOfRepeatedIds) {
   nn::Embedding emb(10, 4);
   const Tensor table = emb.embeddings().value();

@@ -1,4 +1,4 @@
-// The CUDA kernels of Transpose, Slice, ConcatV2 and Pad against the CPU kernels, for all nine
+// The CUDA kernels of Transpose, Slice, Split, ConcatV2 and Pad against the CPU kernels, for all nine
 // dtypes on random bit patterns: they move bits only, so the results must be byte-identical.
 // Shapes cover empty tensors, scalars, size-1 dims, sizes that are not multiples of the tile and
 // large tensors, and every path of each kernel (plain copy, tiled, strided).
@@ -99,6 +99,35 @@ TEST(CudaSlice, MatchesCpuBitForBit) {
                            " size " + list(c.size));
     }
   }
+}
+
+// Split: every part, for each axis (contiguous blocks, strided windows, an empty dim, one part).
+TEST(CudaSplit, MatchesCpuBitForBit) {
+  WEFT_REQUIRE_GPU();
+  struct SplitCase {
+    Shape shape;
+    int64_t axis, num;
+  };
+  const std::vector<SplitCase> cases = {
+      {Shape{6}, 0, 3},           {Shape{4, 6}, 0, 2}, {Shape{4, 6}, 1, 3},       {Shape{3, 4, 5}, -2, 4},
+      {Shape{2, 0, 6}, 2, 2},     {Shape{5, 7}, 1, 1}, {Shape{2, 64, 3, 4, 32}, 2, 3},  // a q, k, v split
+  };
+  uint64_t seed = 150;
+  for (DType dt : kAllDTypes)
+    for (const SplitCase& c : cases) {
+      const Tensor x = random_tensor(dt, c.shape, seed++, Values::kAllBits);
+      const Attrs attrs{{"axis", c.axis}, {"num_split", c.num}};
+      const std::vector<Tensor> want = run_all(*cpu_device(), "Split", {x}, attrs);
+      const std::vector<Tensor> got = run_all(*gpu(), "Split", {x}, attrs);
+      ASSERT_EQ(want.size(), static_cast<size_t>(c.num));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < want.size(); ++k) {
+        const std::string what = std::string(dtype_name(dt)) + " " + c.shape.to_string() + " axis " +
+                                 std::to_string(c.axis) + " part " + std::to_string(k);
+        ASSERT_EQ(want[k].shape(), got[k].shape()) << what;
+        ASSERT_EQ(host_bytes(want[k]), host_bytes(got[k])) << what;
+      }
+    }
 }
 
 struct ConcatCase {

@@ -324,7 +324,7 @@ TEST(CudaUnsortedSegmentSum, ARowWithABadIdIsSkipped) {
 TEST(CudaKernels, DataMovementCreationAndVariableOpsRegisteredForTheCpuDtypes) {
   if (!cuda_compiled_in()) GTEST_SKIP() << "built without CUDA";
   register_builtin_ops();
-  for (const char* name : {"Transpose", "ConcatV2", "Slice", "GatherV2", "OneHot", "Pad", "UnsortedSegmentSum", "Fill",
+  for (const char* name : {"Transpose", "ConcatV2", "Slice", "Split", "GatherV2", "OneHot", "Pad", "UnsortedSegmentSum", "Fill",
                            "Range", "BroadcastTo", "BroadcastLike", "Size", "Const", "NoOp", "ReadVariable",
                            "ReadVariableForUpdate", "AssignVariable", "AssignAddVariable", "AssignSubVariable"}) {
     const OpDef* op = op_registry().find(name);
@@ -338,7 +338,8 @@ TEST(CudaKernels, DataMovementCreationAndVariableOpsRegisteredForTheCpuDtypes) {
     EXPECT_GT(count, 0) << name;
   }
   // The pure data movers take every dtype, float16 and bfloat16 included.
-  for (const char* name : {"Transpose", "ConcatV2", "Slice", "GatherV2", "Pad", "Fill", "BroadcastTo", "BroadcastLike"})
+  for (const char* name : {"Transpose", "ConcatV2", "Slice", "Split", "GatherV2", "Pad", "Fill", "BroadcastTo",
+                           "BroadcastLike"})
     for (DType dt : kAllDTypes)
       EXPECT_TRUE(has_kernel(*op_registry().find(name), DeviceType::CUDA, dt)) << name << " " << dtype_name(dt);
 }
