@@ -16,7 +16,7 @@
 // a global norm of 1, and a cosine schedule from 1e-3 to 1e-4 after 100 warm-up steps, read from
 // the optimizer's step counter inside the traced step (so the schedule never retraces). Every
 // --eval-interval steps the validation loss (the text's last tenth) is printed and a checkpoint
-// written. Expect a validation loss near 1.9 after the 2000 CPU steps (about 4 minutes on two
+// written. Expect a validation loss near 1.9 after the 2000 CPU steps (about a minute on two
 // cores); the first step's is ln(vocabulary) = 4.6.
 //
 // Under mixed_float16 the AdamW is wrapped in optim::LossScaleOptimizer: the loss is scaled
