@@ -27,6 +27,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/defs/fused.h"
 #include "kernels/register_all.h"
@@ -54,12 +55,10 @@ constexpr int64_t kMinBlock = 16;
 WEFT_FUSED_OPS(WEFT_CHECK_OPCODE)
 #undef WEFT_CHECK_OPCODE
 
-// Cloned for AVX2 and AVX-512 beside the baseline's SSE2, each opcode's loop inlined into each
-// clone: the same operations on wider vectors, never contracted into fused multiply-adds (this
-// file is compiled with -ffp-contract=off), so every CPU gives the unfused kernels' bits.
+// Cloned for AVX2 and AVX-512 (isa_clones.h), each opcode's loop inlined into each clone: every
+// CPU gives the unfused kernels' bits.
 template <class T>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void run_instr(int32_t op, T* d, const T* a,
-                                                                             const T* b, int64_t n) {
+WEFT_ISA_CLONES void run_instr(int32_t op, T* d, const T* a, const T* b, int64_t n) {
   switch (op) {
 #define WEFT_RUN_OPCODE(OP, ARITY, EXPENSIVE) \
   case fused::k##OP: return apply_block<OP##Op>(d, a, b, n);

@@ -23,6 +23,7 @@
 #include "kernels/activation_attr.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/elementwise_ops.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -31,13 +32,10 @@ namespace weft::cpu {
 
 namespace {
 
-// The row loops of every kernel here are cloned for AVX2 and AVX-512 beside the baseline's SSE2:
-// the same operations, in double eight lanes at a time where SSE2 takes two, and never contracted
-// into fused multiply-adds (this file is compiled with -ffp-contract=off), so every CPU gives the
-// same bits. The clones are on functions of their own (rows_into, each_row_of, layer_norm_rows,
-// layer_norm_grad_rows) into which the kernels' lambdas inline: the pool's lambdas themselves
-// would not take a target. ResNet-20's batch norms took a sixth of its training step in SSE2.
-#define WEFT_NORMALIZATION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// The row loops of every kernel here are cloned for AVX2 and AVX-512 (isa_clones.h), in double
+// eight lanes at a time where SSE2 takes two, with the same bits on every CPU: on functions of
+// their own (rows_into, each_row_of, layer_norm_rows, layer_norm_grad_rows) into which the
+// kernels' lambdas inline. ResNet-20's batch norms took a sixth of its training step in SSE2.
 
 struct RowsView {
   int64_t rows = 0, c = 0;
@@ -58,7 +56,7 @@ int64_t block_rows(const RowsView& v) { return std::max<int64_t>(1, kCheapGrain 
 // K*C totals.
 // add(r, acc) for rows [r0, r1).
 template <class Add>
-WEFT_NORMALIZATION_CLONES void rows_into(const Add& add, int64_t r0, int64_t r1, double* acc) {
+WEFT_ISA_CLONES void rows_into(const Add& add, int64_t r0, int64_t r1, double* acc) {
   for (int64_t r = r0; r < r1; ++r) add(r, acc);
 }
 
@@ -81,7 +79,7 @@ std::vector<double> channel_sums(ThreadPool& pool, const RowsView& v, Add add) {
 
 // f(r) for rows [r0, r1).
 template <class F>
-WEFT_NORMALIZATION_CLONES void each_row_of(const F& f, int64_t r0, int64_t r1) {
+WEFT_ISA_CLONES void each_row_of(const F& f, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) f(r);
 }
 
@@ -316,7 +314,7 @@ template <class T>
 
 // LayerNorm's rows [r0, r1) of n elements.
 template <class T>
-WEFT_NORMALIZATION_CLONES void layer_norm_rows(const T* x, const T* gamma, const T* beta, int64_t r0, int64_t r1,
+WEFT_ISA_CLONES void layer_norm_rows(const T* x, const T* gamma, const T* beta, int64_t r0, int64_t r1,
                                                int64_t n, double eps, T* y, T* mean_out, T* rstd_out) {
   for (int64_t r = r0; r < r1; ++r) {
     if (n == 0) {  // an empty row has no statistics (0 / 0), as TensorFlow's moments
@@ -401,7 +399,7 @@ template <bool kColumnSums, class T>
 
 // The gradient of rows [r0, r1), their column sums (kColumnSums) into dgamma and dbeta.
 template <bool kColumnSums, class T>
-WEFT_NORMALIZATION_CLONES void layer_norm_grad_rows(
+WEFT_ISA_CLONES void layer_norm_grad_rows(
     const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, int64_t r0, int64_t r1, int64_t n, T* dx,
     double* dgamma, double* dbeta) {
   for (int64_t r = r0; r < r1; ++r)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/via_float32.h"
 #include "kernels/register_all.h"
 #include "runtime/kernel_registry.h"
@@ -55,37 +56,25 @@ void momentum(KernelContext& ctx) {
   });
 }
 
-// The update loops are cloned for AVX2 and AVX-512 beside the baseline's SSE2: Adam's square root
-// and division per element made it compute-bound at four lanes. The same operations, never
-// contracted into fused multiply-adds (this file is compiled with -ffp-contract=off), so every CPU
-// gives the same bits. (On functions of their own: the pool's lambdas would not take a target.)
-#define WEFT_TRAINING_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-template <class T>
-WEFT_TRAINING_CLONES void adam_range(T* w, T* m, T* v, const T* g, T lr, T b1, T b2, T eps, int64_t b, int64_t e) {
+// The update loops are cloned for AVX2 and AVX-512 (isa_clones.h): Adam's square root and
+// division per element made it compute-bound at four lanes. Same bits on every CPU.
+//
+// Adam's step, and with kDecay AdamW's in Keras' order: the decay (decay = lr * weight_decay)
+// first, from the variable before this step, then Adam's step.
+template <bool kDecay, class T>
+WEFT_ISA_CLONES void adam_range(T* w, T* m, T* v, const T* g, T lr, T decay, T b1, T b2, T eps, int64_t b,
+                                int64_t e) {
   for (int64_t i = b; i < e; ++i) {
+    const T start = kDecay ? w[i] - decay * w[i] : w[i];
     m[i] = b1 * m[i] + (T(1) - b1) * g[i];
     v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
-    w[i] -= lr * m[i] / (std::sqrt(v[i]) + eps);
-  }
-}
-
-// Keras' AdamW order: the decay (decay = lr * weight_decay) first, from the variable before this
-// step, then Adam's step.
-template <class T>
-WEFT_TRAINING_CLONES void adamw_range(T* w, T* m, T* v, const T* g, T lr, T decay, T b1, T b2, T eps, int64_t b,
-                                      int64_t e) {
-  for (int64_t i = b; i < e; ++i) {
-    const T decayed = w[i] - decay * w[i];
-    m[i] = b1 * m[i] + (T(1) - b1) * g[i];
-    v[i] = b2 * v[i] + (T(1) - b2) * g[i] * g[i];
-    w[i] = decayed - lr * m[i] / (std::sqrt(v[i]) + eps);
+    w[i] = start - lr * m[i] / (std::sqrt(v[i]) + eps);
   }
 }
 
 // The squares of x[0, n) summed in double, element i into lane i % 8, the lanes added in order.
 template <class T>
-WEFT_TRAINING_CLONES double squares_sum(const T* x, int64_t n) {
+WEFT_ISA_CLONES double squares_sum(const T* x, int64_t n) {
   typedef double Lanes __attribute__((vector_size(8 * sizeof(double))));
   Lanes acc = {};
   int64_t i = 0;
@@ -103,33 +92,20 @@ WEFT_TRAINING_CLONES double squares_sum(const T* x, int64_t n) {
   return s;
 }
 
-template <class T>
+// ApplyAdam, and with kDecay ApplyAdamW (its decay rate the second rate input or attribute).
+template <class T, bool kDecay>
 void adam(KernelContext& ctx) {
   T* w = writable<T>(ctx.input(0));
   T* m = writable<T>(ctx.input(1));
   T* v = writable<T>(ctx.input(2));
   const T* g = static_cast<const T*>(raw_data(ctx.input(3)));
   const T lr = static_cast<T>(learning_rate(ctx));  // already bias-corrected
+  const T decay = kDecay ? static_cast<T>(rate(ctx, 1, "decay")) : T(0);
   const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
   const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
   const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
   ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain / 4,
-                          [&](int64_t b, int64_t e) { adam_range(w, m, v, g, lr, b1, b2, eps, b, e); });
-}
-
-template <class T>
-void adamw(KernelContext& ctx) {
-  T* w = writable<T>(ctx.input(0));
-  T* m = writable<T>(ctx.input(1));
-  T* v = writable<T>(ctx.input(2));
-  const T* g = static_cast<const T*>(raw_data(ctx.input(3)));
-  const T lr = static_cast<T>(rate(ctx, 0, "lr"));  // already bias-corrected
-  const T decay = static_cast<T>(rate(ctx, 1, "decay"));
-  const T b1 = static_cast<T>(ctx.attrs.get<double>("beta1"));
-  const T b2 = static_cast<T>(ctx.attrs.get<double>("beta2"));
-  const T eps = static_cast<T>(ctx.attrs.get<double>("epsilon"));
-  ctx.pool().parallel_for(ctx.input(0).size(), kCheapGrain / 4,
-                          [&](int64_t b, int64_t e) { adamw_range(w, m, v, g, lr, decay, b1, b2, eps, b, e); });
+                          [&](int64_t b, int64_t e) { adam_range<kDecay>(w, m, v, g, lr, decay, b1, b2, eps, b, e); });
 }
 
 // Every input cut into blocks of a fixed size, each block summed in float64 by one task (eight
@@ -166,10 +142,10 @@ void register_training_kernels() {
   register_kernel("ApplyGradientDescent", DeviceType::CPU, float64, gradient_descent<double>);
   register_kernel("ApplyMomentum", DeviceType::CPU, float32, momentum<float>);
   register_kernel("ApplyMomentum", DeviceType::CPU, float64, momentum<double>);
-  register_kernel("ApplyAdam", DeviceType::CPU, float32, adam<float>);
-  register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double>);
-  register_kernel("ApplyAdamW", DeviceType::CPU, float32, adamw<float>);
-  register_kernel("ApplyAdamW", DeviceType::CPU, float64, adamw<double>);
+  register_kernel("ApplyAdam", DeviceType::CPU, float32, adam<float, false>);
+  register_kernel("ApplyAdam", DeviceType::CPU, float64, adam<double, false>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float32, adam<float, true>);
+  register_kernel("ApplyAdamW", DeviceType::CPU, float64, adam<double, true>);
   register_kernel("GlobalSquaredNorm", DeviceType::CPU, float32, global_squared_norm<float>);
   register_kernel("GlobalSquaredNorm", DeviceType::CPU, float64, global_squared_norm<double>);
   register_via_float32("GlobalSquaredNorm");
