@@ -29,13 +29,21 @@ T* out(const KernelContext& ctx) {
   return static_cast<T*>(raw_data(ctx.output(0)));
 }
 
+// Conv2D's output into output 0: oneDNN's for float32 where it takes the problem, which also runs
+// `epilogue` on each chunk of images as it is written (then true), else the reference (false).
 template <class T>
-void conv2d_kernel(KernelContext& ctx) {
+bool conv2d_forward(KernelContext& ctx, const OutputRows& epilogue = {}) {
   const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   if constexpr (std::is_same_v<T, float>) {
-    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
+    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx), epilogue)) return true;
   }
   conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
+  return false;
+}
+
+template <class T>
+void conv2d_kernel(KernelContext& ctx) {
+  conv2d_forward<T>(ctx);
 }
 
 // FusedConv2D: Conv2D's kernel, then FusedMatMul's epilogue (bias_epilogue.h) over its output
@@ -46,19 +54,19 @@ template <class T>
 void fused_conv2d_kernel(KernelContext& ctx) {
   const Act act = parse_activation(ctx);
   if (act != Act::kNone && act != Act::kRelu) ctx.fail("FusedConv2D takes no activation but relu");
-  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const Tensor& y = ctx.output(0);
+  const int64_t f = y.shape()[3];
   const T* bias = in<T>(ctx, 2);
   if constexpr (std::is_same_v<T, float>) {
-    // The epilogue per chunk of images, while the chunk's output is in cache.
-    const OutputRows epilogue = [&](float* y, int64_t r0, int64_t r1) { epilogue_rows(y, bias, r0, r1, p.f, act); };
-    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx), epilogue)) return;
+    if (conv2d_forward<T>(ctx, [&](float* rows, int64_t r0, int64_t r1) { epilogue_rows(rows, bias, r0, r1, f, act); }))
+      return;
+  } else {
+    conv2d_forward<T>(ctx);
   }
-  conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
-  const Tensor& y = ctx.output(0);
   if (y.size() == 0) return;
   T* rows = out<T>(ctx);
-  ctx.pool().parallel_for(y.size() / p.f, std::max<int64_t>(1, kCheapGrain / p.f), [&](int64_t r0, int64_t r1) {
-    epilogue_rows(rows, bias, r0, r1, p.f, act);
+  ctx.pool().parallel_for(y.size() / f, std::max<int64_t>(1, kCheapGrain / f), [&](int64_t r0, int64_t r1) {
+    epilogue_rows(rows, bias, r0, r1, f, act);
   });
 }
 

@@ -225,7 +225,7 @@ void max_pool_grad_kernel(KernelContext& c) {
     }
   }
   // Each task clears and fills the images it owns.
-  c.pool().parallel_for(g.n, std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, image)), [&](int64_t begin, int64_t end) {
+  c.pool().parallel_for(g.n, image_grain, [&](int64_t begin, int64_t end) {
     std::fill(dx + begin * image, dx + end * image, T(0));
     std::vector<T> best(static_cast<size_t>(g.out_w * g.c));
     std::vector<int64_t> arg(best.size());
