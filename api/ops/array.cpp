@@ -23,15 +23,8 @@ Tensor concat(const std::vector<Tensor>& values, int64_t axis, const SourceLocat
   return dispatch1(op, std::span<const Tensor>(values), {{"axis", axis}}, loc);
 }
 
+// Split's shape inference checks the axis and that the dim divides into num parts.
 std::vector<Tensor> split(const Tensor& x, int64_t num, int64_t axis, const SourceLocation& loc) {
-  const int64_t rank = x.shape().rank();
-  if (axis < -rank || axis >= rank)
-    throw InvalidArgument("[split] axis " + std::to_string(axis) + " is out of range for x " + x.shape().to_string());
-  if (axis < 0) axis += rank;
-  const int64_t n = x.shape()[axis];
-  if (num <= 0 || n < 0 || n % num != 0)
-    throw InvalidArgument("[split] cannot split dim " + std::to_string(axis) + " of x " + x.shape().to_string() +
-                          " into " + std::to_string(num) + " equal parts");
   static const OpDef& op = op_def("Split");
   const Tensor in[] = {x};
   return dispatch(op, in, {{"axis", axis}, {"num_split", num}}, loc);
