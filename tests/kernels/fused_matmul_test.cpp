@@ -108,6 +108,14 @@ TEST(FusedMatMul, SeveralBandsOfRows) {
   check<double>({3000, 128, 16, false, true, "relu"});
 }
 
+// Rows narrower than kNarrowRowSpan go through the epilogue many at a time, against a repeated
+// bias: a last group of fewer rows, one column, and widths around the span.
+TEST(FusedMatMul, NarrowRowsKeepTheUnfusedBits) {
+  for (const std::string act : {"", "relu", "sigmoid", "tanh"})
+    for (int64_t n : {1, 6, 10, 255, 257}) check<float>({301, 7, n, false, false, act});
+  check<double>({77, 5, 6, false, false, "relu"});
+}
+
 TEST(FusedMatMul, TinyAndEmpty) {
   check<float>({1, 1, 1, false, false, "relu"});
   check<float>({3, 2, 0, false, false, "sigmoid"});  // k = 0: the activation of the bias alone
