@@ -59,14 +59,16 @@ WEFT_AVX512 void disjoint_windows_grad(const PoolGeometry& g, const float* img, 
       __m512 m;
       __m512i cell;
       first_max(g, img, win, lanes, m, cell);
-      const __m512 d = _mm512_maskz_loadu_ps(lanes, dy + (oh * g.out_w + ow) * g.c);
+      __m512 d = _mm512_maskz_loadu_ps(lanes, dy + (oh * g.out_w + ow) * g.c);
+      // ReluGrad by x: only the maximum's cell receives dy, and there x is m (NaN included, which
+      // fails the test as the cell's NaN would), so one mask per window serves every cell.
+      if (relu) d = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), d);
       for (int64_t h = win.h0; h < win.h1; ++h)
         for (int64_t w = win.w0; w < win.w1; ++w) {
           const int64_t at = (h * g.w + w) * g.c;
           const __mmask16 hit = _mm512_cmpeq_epi32_mask(cell, _mm512_set1_epi32(static_cast<int32_t>(at)));
-          __m512 v = _mm512_add_ps(zero, _mm512_maskz_mov_ps(hit, d));  // +0 + dy, as a cleared cell adds it
-          if (relu) v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(lanes, img + at), zero, _CMP_GT_OQ), v);
-          _mm512_mask_storeu_ps(dx + at, lanes, v);
+          // +0 + dy, as a cleared cell adds it
+          _mm512_mask_storeu_ps(dx + at, lanes, _mm512_add_ps(zero, _mm512_maskz_mov_ps(hit, d)));
         }
     }
   }
