@@ -6,18 +6,18 @@
 // process-wide and concurrent products (the parallel executor, user threads) would race on it.
 // It also decides bits: threaded, OpenBLAS blocks the products differently (a 256 x 512 x 512
 // product rounds differently on 1 and 2 threads). weft's pool threads the CBLAS products instead:
-// C is cut into a grid of tiles, and each tile into bands of rows, one CBLAS call per band.
-// Splitting by rows this way measured 15-30% faster than OpenBLAS's own threading for tall
-// products, and keeps a single set of busy threads on the cores. Tiles and bands depend on the
-// shape and the pool's thread count only, never on load or timing, so the bits of a product do
-// too; and they are the same with or without an epilogue, so the product inside a fused matmul
+// C is cut into a grid of tiles, one CBLAS call per tile. Splitting by rows this way measured
+// 15-30% faster than OpenBLAS's own threading for tall products (and level with it on seed 004's
+// large ones), and keeps a single set of busy threads on the cores. Tiles depend on the shape and
+// the pool's thread count only, never on load or timing, so the bits of a product do too; and
+// they are the same with or without an epilogue, so the product inside a fused matmul
 // (FusedMatMul) has the bits of the unfused MatMul.
 //
 //   gemm_rows<float>(pool, g, a, b, c, [&](int64_t r0, int64_t r1) { epilogue(r0, r1); });
 //
-// The optional `epilogue(r0, r1)` runs on rows [r0, r1) of C once they are complete: on each band
-// right after it is computed, while it is still in cache, where tiles are whole rows (bias and
-// activation of a fused matmul). It may run on several threads at once, for disjoint rows.
+// The optional `epilogue(r0, r1)` runs on rows [r0, r1) of C once they are complete: on each tile
+// right after it is computed, where tiles are whole rows (bias and activation of a fused matmul).
+// It may run on several threads at once, for disjoint rows.
 #pragma once
 
 #include <cblas.h>
@@ -107,17 +107,6 @@ inline int64_t tile_edge(int64_t i, int64_t parts, int64_t len, int64_t align) {
   return i == parts ? len : len * i / parts / align * align;
 }
 
-// Rows per CBLAS call: enough that each call stays efficient (B is packed once per call, whatever
-// the band's height: with bands of 256 rows the packing cost 2048^3 about 12%, 220 against 250
-// GFLOP/s on a 2-core Cascade Lake, where 1024 rows cost nothing measurable), few enough that the
-// band's rows of C (about kBandBytes, more for wide products) are still in cache for the epilogue.
-constexpr int64_t kBandBytes = int64_t{1} << 20;
-constexpr int64_t kMinBandRows = 1024;
-
-inline int64_t band_rows(int64_t n, size_t elem) {
-  const int64_t rows = std::max(kMinBandRows, kBandBytes / std::max<int64_t>(n * static_cast<int64_t>(elem), 1));
-  return (rows + kTileRowAlign - 1) / kTileRowAlign * kTileRowAlign;
-}
 
 // The epilogue of products that have none.
 struct NoEpilogue {
@@ -136,19 +125,21 @@ void gemm_rows(ThreadPool& pool, const GemmArgs& g, const T* a, const T* b, T* c
     }
   }
   const GemmTiling t = gemm_tiling(g, pool.num_threads());
-  const int64_t band = band_rows(g.n, sizeof(T));
+  // One CBLAS call per tile: OpenBLAS packs B once per call, so cutting a tile into bands of rows
+  // (as this did, 1024 rows or more, to run the epilogue on rows still in cache) packed it once
+  // per band: seed 004's 1680x2000 by 2000x3000 took 64 ms in bands and 60 in whole tiles on 2
+  // cores, level with OpenBLAS's own threading. The bands must be the same with and without an
+  // epilogue (OpenBLAS's bits can depend on where the rows are cut), and the epilogue's pass
+  // over a tile's rows costs little beside the product.
   auto tile = [&](int64_t i) {
     const int64_t pi = i / t.cols, qi = i % t.cols;
     const int64_t r0 = tile_edge(pi, t.rows, g.m, kTileRowAlign), r1 = tile_edge(pi + 1, t.rows, g.m, kTileRowAlign);
     const int64_t c0 = tile_edge(qi, t.cols, g.n, kTileColAlign), c1 = tile_edge(qi + 1, t.cols, g.n, kTileColAlign);
-    for (int64_t s = r0; s < r1; s += band) {
-      const int64_t e = std::min(r1, s + band);
-      GemmArgs part = g;
-      part.m = e - s;
-      part.n = c1 - c0;
-      blas_gemm<T>(part, g.ta ? a + s : a + s * g.lda, g.tb ? b + c0 * g.ldb : b + c0, c + s * g.ldc + c0);
-      if (t.cols == 1) epilogue(s, e);
-    }
+    GemmArgs part = g;
+    part.m = r1 - r0;
+    part.n = c1 - c0;
+    blas_gemm<T>(part, g.ta ? a + r0 : a + r0 * g.lda, g.tb ? b + c0 * g.ldb : b + c0, c + r0 * g.ldc + c0);
+    if (t.cols == 1) epilogue(r0, r1);
   };
   if (t.rows * t.cols == 1) {
     tile(0);
