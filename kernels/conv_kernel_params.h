@@ -21,4 +21,16 @@ inline ConvParams conv_kernel_params(const KernelContext& ctx, const Shape& x, c
   return p;
 }
 
+// DepthwiseConv2dNative's problem: x [n, h, w, c] and filter [kh, kw, c, multiplier], c groups.
+inline ConvParams depthwise_kernel_params(const KernelContext& ctx, const Shape& x, const Shape& filter) {
+  ConvWindow win;
+  std::string why;
+  if (!read_conv_window(ctx.attrs, &win, &why)) ctx.fail(why);
+  ConvParams p;
+  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[2] * filter[3], &p))
+    ctx.fail("the filter " + filter.to_string() + " does not fit the input " + x.to_string());
+  p.groups = x[3];
+  return p;
+}
+
 }  // namespace weft

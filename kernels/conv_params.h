@@ -24,11 +24,17 @@ struct ConvWindow {
   int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;  // EXPLICIT only
 };
 
-// The whole problem: input [n, h, w, c], filter [kh, kw, c, f], output [n, oh, ow, f].
+// The whole problem: input [n, h, w, c], filter [kh, kw, c / groups, f], output [n, oh, ow, f].
+// With groups > 1, output channel j reads input channels [g * c / groups, (g + 1) * c / groups)
+// for g = j / (f / groups) only. A depthwise convolution (DepthwiseConv2dNative, filter
+// [kh, kw, C, M]) is the case groups = c: one input channel per group, its filter the same bytes
+// as [kh, kw, 1, C * M], output channel c * M + m.
 struct ConvParams {
   int64_t n = 0, h = 0, w = 0, c = 0, kh = 0, kw = 0, f = 0, oh = 0, ow = 0;
   ConvWindow win;
   WindowGeometry g;  // padding as applied (SAME resolved)
+  int64_t groups = 1;
+  int64_t group_in() const { return groups > 1 ? c / groups : c; }  // input channels per group
 };
 
 inline std::string conv_int_list(const std::vector<int64_t>& v) {

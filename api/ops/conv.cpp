@@ -6,7 +6,9 @@
 //   BackpropFilter(x, dy) = dw   d x = BackpropInput(g, dy)     d dy = Conv2D(x, g)
 // (g the incoming gradient): <g, BackpropInput(w, dy)> = <Conv2D(g, w), dy>, and
 // <g, BackpropFilter(x, dy)> = <Conv2D(x, g), dy>, so each is the gradient of a Conv2D.
-// Every gradient keeps the node's strides, padding and dilations as they were.
+// Every gradient keeps the node's strides, padding and dilations as they were. The depthwise
+// convolution is bilinear too, and its three ops (DepthwiseConv2dNative, ...BackpropInput,
+// ...BackpropFilter) stand in the same relations.
 #include "api/ops/conv.h"
 
 #include "api/dispatch.h"
@@ -29,51 +31,87 @@ Attrs window_attrs_of(const Attrs& attrs) {
   return out;
 }
 
-Tensor run_conv2d(const Tensor& x, const Tensor& filters, Attrs attrs, const SourceLocation& loc) {
-  static const OpDef& op = op_def("Conv2D");
-  return dispatch1(op, {x, filters}, attrs, loc);
+// The three ops of a convolution: Conv2D's, or the depthwise convolution's. Their gradients
+// follow the same rules (above), each naming its own family's ops.
+struct ConvOps {
+  const char* forward;
+  const char* input_gradient;
+  const char* filter_gradient;
+};
+constexpr ConvOps kConv2D{"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+constexpr ConvOps kDepthwise{"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+                             "DepthwiseConv2dNativeBackpropFilter"};
+
+Tensor run_forward(const ConvOps& ops, const Tensor& x, const Tensor& filters, Attrs attrs, const SourceLocation& loc) {
+  return dispatch1(op_def(ops.forward), {x, filters}, attrs, loc);
 }
 
-Tensor run_backprop_input(std::vector<int64_t> input_shape, const Tensor& filters, const Tensor& dy, Attrs attrs,
-                          const SourceLocation& loc) {
-  static const OpDef& op = op_def("Conv2DBackpropInput");
+Tensor run_backprop_input(const ConvOps& ops, std::vector<int64_t> input_shape, const Tensor& filters, const Tensor& dy,
+                          Attrs attrs, const SourceLocation& loc) {
   attrs.set("input_sizes", std::move(input_shape));
-  return dispatch1(op, {filters, dy}, attrs, loc);
+  return dispatch1(op_def(ops.input_gradient), {filters, dy}, attrs, loc);
 }
 
-Tensor run_backprop_filter(const Tensor& x, std::vector<int64_t> filter_shape, const Tensor& dy, Attrs attrs,
-                           const SourceLocation& loc) {
-  static const OpDef& op = op_def("Conv2DBackpropFilter");
+Tensor run_backprop_filter(const ConvOps& ops, const Tensor& x, std::vector<int64_t> filter_shape, const Tensor& dy,
+                           Attrs attrs, const SourceLocation& loc) {
   attrs.set("filter_sizes", std::move(filter_shape));
-  return dispatch1(op, {x, dy}, attrs, loc);
+  return dispatch1(op_def(ops.filter_gradient), {x, dy}, attrs, loc);
+}
+
+Attrs explicit_window(std::vector<int64_t> strides, const ExplicitPadding& padding, std::vector<int64_t> dilations) {
+  Attrs attrs = window_attrs(std::move(strides), "EXPLICIT", std::move(dilations));
+  attrs.set("explicit_paddings", std::vector<int64_t>{padding.top, padding.bottom, padding.left, padding.right});
+  return attrs;
 }
 
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides, const std::string& padding,
               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_conv2d(x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_forward(kConv2D, x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides, const ExplicitPadding& padding,
               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  Attrs attrs = window_attrs(std::move(strides), "EXPLICIT", std::move(dilations));
-  attrs.set("explicit_paddings", std::vector<int64_t>{padding.top, padding.bottom, padding.left, padding.right});
-  return run_conv2d(x, filters, std::move(attrs), loc);
+  return run_forward(kConv2D, x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d_backprop_input(const std::vector<int64_t>& input_shape, const Tensor& filters, const Tensor& dy,
                              std::vector<int64_t> strides, const std::string& padding,
                              std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_input(input_shape, filters, dy, window_attrs(std::move(strides), padding, std::move(dilations)),
-                            loc);
+  return run_backprop_input(kConv2D, input_shape, filters, dy,
+                            window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filter_shape, const Tensor& dy,
                               std::vector<int64_t> strides, const std::string& padding,
                               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_filter(x, filter_shape, dy, window_attrs(std::move(strides), padding, std::move(dilations)),
-                             loc);
+  return run_backprop_filter(kConv2D, x, filter_shape, dy,
+                             window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+}
+
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides,
+                        const std::string& padding, std::vector<int64_t> dilations, const SourceLocation& loc) {
+  return run_forward(kDepthwise, x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+}
+
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides,
+                        const ExplicitPadding& padding, std::vector<int64_t> dilations, const SourceLocation& loc) {
+  return run_forward(kDepthwise, x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
+}
+
+Tensor depthwise_conv2d_backprop_input(const std::vector<int64_t>& input_shape, const Tensor& filters,
+                                       const Tensor& dy, std::vector<int64_t> strides, const std::string& padding,
+                                       std::vector<int64_t> dilations, const SourceLocation& loc) {
+  return run_backprop_input(kDepthwise, input_shape, filters, dy,
+                            window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+}
+
+Tensor depthwise_conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filter_shape, const Tensor& dy,
+                                        std::vector<int64_t> strides, const std::string& padding,
+                                        std::vector<int64_t> dilations, const SourceLocation& loc) {
+  return run_backprop_filter(kDepthwise, x, filter_shape, dy,
+                             window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 namespace {
@@ -82,39 +120,48 @@ namespace {
 // (the op then takes it from dy); the other dims of a convolution's operands are known.
 std::vector<int64_t> sizes_of(const Tensor& t) { return t.shape().to_vector(); }
 
-std::vector<Tensor> conv2d_grad(const GradContext& g) {
+template <const ConvOps& kOps>
+std::vector<Tensor> forward_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &x = g.input(0), &filters = g.input(1), &dy = g.grad();
   Tensor dx, dw;
-  if (g.needs(0)) dx = run_backprop_input(sizes_of(x), filters, dy, w, SourceLocation::current());
-  if (g.needs(1)) dw = run_backprop_filter(x, sizes_of(filters), dy, w, SourceLocation::current());
+  if (g.needs(0)) dx = run_backprop_input(kOps, sizes_of(x), filters, dy, w, SourceLocation::current());
+  if (g.needs(1)) dw = run_backprop_filter(kOps, x, sizes_of(filters), dy, w, SourceLocation::current());
   return {dx, dw};
 }
 
+template <const ConvOps& kOps>
 std::vector<Tensor> backprop_input_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &filters = g.input(0), &dy = g.input(1), &ddx = g.grad();
   Tensor d_filters, d_dy;
-  if (g.needs(0)) d_filters = run_backprop_filter(ddx, sizes_of(filters), dy, w, SourceLocation::current());
-  if (g.needs(1)) d_dy = run_conv2d(ddx, filters, w, SourceLocation::current());
+  if (g.needs(0)) d_filters = run_backprop_filter(kOps, ddx, sizes_of(filters), dy, w, SourceLocation::current());
+  if (g.needs(1)) d_dy = run_forward(kOps, ddx, filters, w, SourceLocation::current());
   return {d_filters, d_dy};
 }
 
+template <const ConvOps& kOps>
 std::vector<Tensor> backprop_filter_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &x = g.input(0), &dy = g.input(1), &ddw = g.grad();
   Tensor d_x, d_dy;
-  if (g.needs(0)) d_x = run_backprop_input(sizes_of(x), ddw, dy, w, SourceLocation::current());
-  if (g.needs(1)) d_dy = run_conv2d(x, ddw, w, SourceLocation::current());
+  if (g.needs(0)) d_x = run_backprop_input(kOps, sizes_of(x), ddw, dy, w, SourceLocation::current());
+  if (g.needs(1)) d_dy = run_forward(kOps, x, ddw, w, SourceLocation::current());
   return {d_x, d_dy};
+}
+
+template <const ConvOps& kOps>
+void register_family() {
+  register_gradient(kOps.forward, forward_grad<kOps>);
+  register_gradient(kOps.input_gradient, backprop_input_grad<kOps>);
+  register_gradient(kOps.filter_gradient, backprop_filter_grad<kOps>);
 }
 
 }  // namespace
 
 void register_conv_gradients() {
-  register_gradient("Conv2D", conv2d_grad);
-  register_gradient("Conv2DBackpropInput", backprop_input_grad);
-  register_gradient("Conv2DBackpropFilter", backprop_filter_grad);
+  register_family<kConv2D>();
+  register_family<kDepthwise>();
 }
 
 }  // namespace weft

@@ -10,6 +10,10 @@
 // ceil(in / stride), the odd row or column at the bottom / right, as TensorFlow does.
 // Their gradients are ops of their own (Conv2DBackpropInput, Conv2DBackpropFilter), themselves
 // differentiable, so nested tapes give second-order gradients.
+//
+// depthwise_conv2d (tf.nn.depthwise_conv2d, MobileNet's): each of the C input channels convolved
+// with its own M filters of [kh, kw, C, M], giving C * M channels, channel c * M + m from input
+// channel c; the same windows, padding and gradients (DepthwiseConv2dNative and its two).
 #pragma once
 
 #include <string>
@@ -40,5 +44,21 @@ Tensor conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filte
                               std::vector<int64_t> strides, const std::string& padding,
                               std::vector<int64_t> dilations = {1, 1},
                               const SourceLocation& loc = SourceLocation::current());
+
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides = {1, 1},
+                        const std::string& padding = "VALID", std::vector<int64_t> dilations = {1, 1},
+                        const SourceLocation& loc = SourceLocation::current());
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides,
+                        const ExplicitPadding& padding, std::vector<int64_t> dilations = {1, 1},
+                        const SourceLocation& loc = SourceLocation::current());
+// Its gradients as ops: input_shape [N, H, W, C] (N may be -1), filter_shape [kh, kw, C, M].
+Tensor depthwise_conv2d_backprop_input(const std::vector<int64_t>& input_shape, const Tensor& filters,
+                                       const Tensor& dy, std::vector<int64_t> strides, const std::string& padding,
+                                       std::vector<int64_t> dilations = {1, 1},
+                                       const SourceLocation& loc = SourceLocation::current());
+Tensor depthwise_conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filter_shape, const Tensor& dy,
+                                        std::vector<int64_t> strides, const std::string& padding,
+                                        std::vector<int64_t> dilations = {1, 1},
+                                        const SourceLocation& loc = SourceLocation::current());
 
 }  // namespace weft

@@ -28,7 +28,7 @@ enum class Pass { kForward, kBackwardData, kBackwardWeights };
 // Everything a primitive depends on.
 struct Key {
   Pass pass;
-  std::array<int64_t, 9> dims;    // n h w c kh kw f oh ow
+  std::array<int64_t, 10> dims;   // n h w c kh kw f oh ow groups
   std::array<int64_t, 8> window;  // strides, dilations, pads top bottom left right
   auto tie() const { return std::tie(pass, dims, window); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
@@ -71,6 +71,16 @@ struct Descs {
   memory::dims strides, dilates, pad_l, pad_r;
 };
 
+// The filter in oneDNN's logical order: O I H W, or for a grouped (depthwise) convolution
+// G O/G I/G H W. `plain` names weft's [kh, kw, in, out] layout (hwio; hwigo with groups, the same
+// bytes: out = g * O/G + o), or is format_tag::any.
+memory::desc filter_desc(const ConvParams& p, memory::format_tag plain) {
+  const auto f32 = memory::data_type::f32;
+  if (p.groups <= 1) return memory::desc({p.f, p.c, p.kh, p.kw}, f32, plain);
+  const auto tag = plain == memory::format_tag::any ? plain : memory::format_tag::hwigo;
+  return memory::desc({p.groups, p.f / p.groups, p.c / p.groups, p.kh, p.kw}, f32, tag);
+}
+
 // Logical dims in oneDNN's order (N C H W, O I H W). Weft's layouts are NHWC images and
 // [kh, kw, in, out] filters. An image of one channel is the same bytes as NCHW, and the forward
 // pass describes it so: oneDNN's first-layer kernel reads it directly (LeNet's 1->6 layer: 0.70 ms
@@ -83,8 +93,7 @@ Descs user_descs(const ConvParams& p, Pass pass) {
   auto image = [pass](int64_t channels) {
     return channels == 1 && pass == Pass::kForward ? memory::format_tag::nchw : memory::format_tag::nhwc;
   };
-  return {memory::desc({p.n, p.c, p.h, p.w}, f32, image(p.c)),
-          memory::desc({p.f, p.c, p.kh, p.kw}, f32, memory::format_tag::hwio),
+  return {memory::desc({p.n, p.c, p.h, p.w}, f32, image(p.c)), filter_desc(p, memory::format_tag::hwio),
           memory::desc({p.n, p.f, p.oh, p.ow}, f32, image(p.f)),
           {p.win.stride_h, p.win.stride_w},
           {p.win.dilation_h - 1, p.win.dilation_w - 1},  // oneDNN counts the gaps: 0 is undilated
@@ -107,7 +116,7 @@ Descs wanted_descs(const ConvParams& p, Pass pass, Layouts layouts) {
   Descs d = user_descs(p, pass);
   const auto any = memory::format_tag::any;
   const auto f32 = memory::data_type::f32;
-  d.weights = memory::desc({p.f, p.c, p.kh, p.kw}, f32, any);
+  d.weights = filter_desc(p, any);
   if (layouts == Layouts::kAll) {
     d.src = memory::desc({p.n, p.c, p.h, p.w}, f32, any);
     d.dst = memory::desc({p.n, p.f, p.oh, p.ow}, f32, any);
@@ -221,7 +230,7 @@ class PrimitiveCache {
  public:
   std::shared_ptr<const Entry> get(Pass pass, const ConvParams& p) {
     const Key key{pass,
-                  {p.n, p.h, p.w, p.c, p.kh, p.kw, p.f, p.oh, p.ow},
+                  {p.n, p.h, p.w, p.c, p.kh, p.kw, p.f, p.oh, p.ow, p.groups},
                   {p.win.stride_h, p.win.stride_w, p.win.dilation_h, p.win.dilation_w, p.g.pad_top, p.g.pad_bottom,
                    p.g.pad_left, p.g.pad_right}};
     {
@@ -287,7 +296,7 @@ struct Chunks {
   int64_t per = 0, count = 0;  // images per chunk (the last may have fewer), chunks
 };
 Chunks chunks_of(const ConvParams& p) {
-  const double per_image = 2.0 * p.oh * p.ow * p.kh * p.kw * p.c * p.f;
+  const double per_image = 2.0 * p.oh * p.ow * p.kh * p.kw * p.group_in() * p.f;
   const auto by_work = static_cast<int64_t>(per_image * static_cast<double>(p.n) / kChunkFlops);
   const int64_t count = std::min({p.n, kMaxChunks, std::max(kMinChunks, by_work)});
   const int64_t per = (p.n + count - 1) / count;
@@ -427,7 +436,7 @@ bool run(Pass pass, ThreadPool& pool, const ConvParams& p, const float* a, const
   // The filter gradient: each chunk's partial sum apart, then added in chunk order, so the bits
   // depend on the shape alone, not on the thread count.
   const bool partial_sums = pass == Pass::kBackwardWeights && chunks.count > 1;
-  const int64_t filter_elems = p.kh * p.kw * p.c * p.f;
+  const int64_t filter_elems = p.kh * p.kw * p.group_in() * p.f;
   TaskBuffer partials(partial_sums ? static_cast<size_t>(chunks.count * filter_elems) * sizeof(float) : 0);
   float* partial = partial_sums ? static_cast<float*>(partials.take(0)) : nullptr;
   pool.parallel_for(chunks.count, 1, [&](int64_t begin, int64_t end) {

@@ -21,6 +21,10 @@
 // rounds differently from Conv2D then Add, and a traced function must give its eager run's bits;
 // FusedConv2D (conv.cpp) adds its bias and relu in a pass of its own over the output.
 //
+// Groups: a depthwise convolution (ConvParams::groups = channels) is oneDNN's grouped
+// convolution: its filter has the logical dims G, O/G, I/G, kh, kw over weft's bytes in hwigo
+// order ([kh, kw, 1, C, M] for a depthwise one).
+//
 // Primitives: cached per problem for the whole process, not per node in OpDef::prepare as
 // DESIGN.md first said: a network's layers repeat shapes (ResNet-20 has 7 identical 16-channel
 // convolutions), eager calls have no node to keep state in, and one cache serves both.

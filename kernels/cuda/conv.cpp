@@ -1,5 +1,8 @@
 // CUDA Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter through cuDNN 9's convolution API,
-// with the CPU kernels' attributes and results (kernels/cpu/conv.cpp).
+// with the CPU kernels' attributes and results (kernels/cpu/conv.cpp); and the depthwise
+// convolution's three (DepthwiseConv2dNative...) as cuDNN's grouped convolution, a group per input
+// channel (cudnnSetConvolutionGroupCount), its [kh, kw, C, M] filter the same bytes as a
+// [kh, kw, 1, C * M] one.
 //
 // Layouts: images stay NHWC; filters are permuted from weft's [kh, kw, in, out] to cuDNN's NHWC
 // filter layout [out, kh, kw, in] (and the filter gradient back) by conv_layout.cu. cuDNN pads
@@ -89,7 +92,8 @@ struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
   FilterDesc(const KernelContext& ctx, cudnnDataType_t t, const ConvParams& p) {
     check_dnn(cudnnCreateFilterDescriptor(&d), ctx, "cudnnCreateFilterDescriptor");
-    check_dnn(cudnnSetFilter4dDescriptor(d, t, CUDNN_TENSOR_NHWC, static_cast<int>(p.f), static_cast<int>(p.c),
+    // With groups, cuDNN's filter holds each output channel's own group's inputs only.
+    check_dnn(cudnnSetFilter4dDescriptor(d, t, CUDNN_TENSOR_NHWC, static_cast<int>(p.f), static_cast<int>(p.group_in()),
                                          static_cast<int>(p.kh), static_cast<int>(p.kw)),
               ctx, "cudnnSetFilter4dDescriptor");
   }
@@ -129,6 +133,8 @@ struct ConvDesc {
                                               CUDNN_CROSS_CORRELATION, t.compute),
               ctx, "cudnnSetConvolution2dDescriptor");
     check_dnn(cudnnSetConvolutionMathType(d, t.math), ctx, "cudnnSetConvolutionMathType");
+    if (p.groups > 1)
+      check_dnn(cudnnSetConvolutionGroupCount(d, static_cast<int>(p.groups)), ctx, "cudnnSetConvolutionGroupCount");
   }
   ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
   ConvDesc(const ConvDesc&) = delete;
@@ -142,7 +148,7 @@ struct AlgoKey {
   Pass pass;
   int device;
   DType dtype;
-  std::array<int64_t, 9> dims;    // n hp wp c kh kw f oh ow
+  std::array<int64_t, 10> dims;   // n hp wp c kh kw f oh ow groups
   std::array<int64_t, 6> window;  // symmetric pads, strides, dilations
   auto tie() const { return std::tie(pass, device, dtype, dims, window); }
   bool operator<(const AlgoKey& o) const { return tie() < o.tie(); }
@@ -194,7 +200,7 @@ struct Problem {
   }
 
   AlgoKey key(Pass pass) const {
-    return {pass, cu.device, dtype, {p.n, pad.hp, pad.wp, p.c, p.kh, p.kw, p.f, p.oh, p.ow},
+    return {pass, cu.device, dtype, {p.n, pad.hp, pad.wp, p.c, p.kh, p.kw, p.f, p.oh, p.ow, p.groups},
             {pad.sym_h, pad.sym_w, p.win.stride_h, p.win.stride_w, p.win.dilation_h, p.win.dilation_w}};
   }
 
@@ -245,12 +251,13 @@ struct Problem {
 
   size_t elem() const { return dtype_size(dtype); }
 
-  // weft's [kh, kw, c, f] filter as cuDNN's [f, kh, kw, c].
+  // weft's [kh, kw, c, f] filter as cuDNN's [f, kh, kw, c] (c the channels per group).
   Tensor filter_to_krsc(const Tensor& hwio) const {
-    Tensor out = temp(dtype, Shape{p.f, p.kh, p.kw, p.c});
+    const int64_t c = p.group_in();
+    Tensor out = temp(dtype, Shape{p.f, p.kh, p.kw, c});
     Copy4d g;
-    const int64_t dims[4] = {p.f, p.kh, p.kw, p.c};
-    const int64_t strides[4] = {1, p.kw * p.c * p.f, p.c * p.f, p.f};
+    const int64_t dims[4] = {p.f, p.kh, p.kw, c};
+    const int64_t strides[4] = {1, p.kw * c * p.f, c * p.f, p.f};
     for (int d = 0; d < 4; ++d) g.out_dims[d] = g.in_dims[d] = dims[d], g.in_strides[d] = strides[d];
     check_copy(copy4d(g, raw_data(hwio), raw_data(out), elem(), cu.stream), ctx, "filter layout copy");
     return out;
@@ -258,9 +265,10 @@ struct Problem {
 
   // cuDNN's [f, kh, kw, c] filter gradient into weft's [kh, kw, c, f].
   void filter_from_krsc(const Tensor& krsc, const Tensor& hwio) const {
+    const int64_t c = p.group_in();
     Copy4d g;
-    const int64_t dims[4] = {p.kh, p.kw, p.c, p.f};
-    const int64_t strides[4] = {p.kw * p.c, p.c, 1, p.kh * p.kw * p.c};
+    const int64_t dims[4] = {p.kh, p.kw, c, p.f};
+    const int64_t strides[4] = {p.kw * c, c, 1, p.kh * p.kw * c};
     for (int d = 0; d < 4; ++d) g.out_dims[d] = g.in_dims[d] = dims[d], g.in_strides[d] = strides[d];
     check_copy(copy4d(g, raw_data(krsc), raw_data(hwio), elem(), cu.stream), ctx, "filter layout copy");
   }
@@ -300,9 +308,14 @@ bool settled_if_empty(const KernelContext& ctx, CudaContext& cu, const ConvParam
   return true;
 }
 
+// The problem of a Conv2D-family node (x [n, h, w, c], filter [kh, kw, c, f]) or of a depthwise
+// one (filter [kh, kw, c, multiplier]).
+using ParamsOf = ConvParams (*)(const KernelContext&, const Shape& x, const Shape& filter);
+
+template <ParamsOf kParams = conv_kernel_params>
 void conv2d(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const ConvParams params = kParams(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kForward);
@@ -323,7 +336,7 @@ void conv2d(KernelContext& ctx) {
 // FusedConv2D: the convolution, then the bias and relu in one pass over its output (the kernel
 // FusedMatMul's epilogue uses, with the expressions of the CPU's).
 void fused_conv2d(KernelContext& ctx) {
-  conv2d(ctx);
+  conv2d<>(ctx);
   const std::string& act = ctx.attrs.get_or<std::string>("activation", "");
   if (act != "" && act != "relu") ctx.fail("unknown activation '" + act + "'");
   const Tensor& y = ctx.output(0);
@@ -334,9 +347,10 @@ void fused_conv2d(KernelContext& ctx) {
   check_launch(ctx);
 }
 
+template <ParamsOf kParams = conv_kernel_params>
 void backprop_input(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
+  const ConvParams params = kParams(ctx, ctx.output(0).shape(), ctx.input(0).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kBackwardData);
@@ -355,9 +369,10 @@ void backprop_input(KernelContext& ctx) {
   if (pr.pad.copied()) pr.crop_image(dx, ctx.output(0));
 }
 
+template <ParamsOf kParams = conv_kernel_params>
 void backprop_filter(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
-  const ConvParams params = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.output(0).shape());
+  const ConvParams params = kParams(ctx, ctx.input(0).shape(), ctx.output(0).shape());
   if (settled_if_empty(ctx, cu, params)) return;
   Problem pr(ctx, cu, ctx.input(0).dtype(), params);
   const Algo a = pr.algo(Pass::kBackwardFilter);
@@ -369,7 +384,7 @@ void backprop_filter(KernelContext& ctx) {
             ctx, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   const Tensor ws = pr.workspace(bytes);
   const Tensor image = pr.pad.copied() ? pr.padded_image(ctx.input(0)) : ctx.input(0);
-  const Tensor dw = pr.temp(pr.dtype, Shape{params.f, params.kh, params.kw, params.c});
+  const Tensor dw = pr.temp(pr.dtype, Shape{params.f, params.kh, params.kw, params.group_in()});
   check_dnn(cudnnConvolutionBackwardFilter(pr.handle, pr.one(), pr.x.d, raw_data(image), pr.y.d,
                                            raw_data(ctx.input(1)), pr.conv.d, algo, raw_data(ws), bytes, pr.zero(),
                                            pr.w.d, raw_data(dw)),
@@ -381,10 +396,14 @@ void backprop_filter(KernelContext& ctx) {
 
 void register_conv_kernels() {
   for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16}) {
-    register_kernel("Conv2D", DeviceType::CUDA, t, conv2d);
+    register_kernel("Conv2D", DeviceType::CUDA, t, conv2d<>);
     register_kernel("FusedConv2D", DeviceType::CUDA, t, fused_conv2d);
-    register_kernel("Conv2DBackpropInput", DeviceType::CUDA, t, backprop_input);
-    register_kernel("Conv2DBackpropFilter", DeviceType::CUDA, t, backprop_filter);
+    register_kernel("Conv2DBackpropInput", DeviceType::CUDA, t, backprop_input<>);
+    register_kernel("Conv2DBackpropFilter", DeviceType::CUDA, t, backprop_filter<>);
+    register_kernel("DepthwiseConv2dNative", DeviceType::CUDA, t, conv2d<depthwise_kernel_params>);
+    register_kernel("DepthwiseConv2dNativeBackpropInput", DeviceType::CUDA, t, backprop_input<depthwise_kernel_params>);
+    register_kernel("DepthwiseConv2dNativeBackpropFilter", DeviceType::CUDA, t,
+                    backprop_filter<depthwise_kernel_params>);
   }
 }
 

@@ -2,7 +2,12 @@
 //   Conv2D(input [N,H,W,C], filter [kh,kw,C,F])            -> [N,OH,OW,F]
 //   Conv2DBackpropInput(filter, dy [N,OH,OW,F])            -> [N,H,W,C]   attr input_sizes
 //   Conv2DBackpropFilter(input, dy)                        -> [kh,kw,C,F] attr filter_sizes
-// Attributes shared by all three: strides {h, w}, padding SAME / VALID / EXPLICIT,
+// and the depthwise convolution (MobileNet's) with its two, each input channel convolved with
+// its own `multiplier` filters:
+//   DepthwiseConv2dNative(input [N,H,W,C], filter [kh,kw,C,M])  -> [N,OH,OW,C*M] (channel c*M+m)
+//   DepthwiseConv2dNativeBackpropInput(filter, dy)              -> [N,H,W,C]   attr input_sizes
+//   DepthwiseConv2dNativeBackpropFilter(input, dy)              -> [kh,kw,C,M] attr filter_sizes
+// Attributes shared by all six: strides {h, w}, padding SAME / VALID / EXPLICIT,
 // explicit_paddings {top, bottom, left, right} (EXPLICIT only), dilations {h, w} (default 1, 1).
 // The backprop ops take the shape they produce as an attribute (as TensorFlow's do), so their
 // output shape is known in graph mode without the forward tensors.
@@ -44,26 +49,34 @@ std::vector<int64_t> read_sizes(const InferContext& ctx, const char* attr, bool 
   return sizes;
 }
 
+// The output's channels: the filter's last dim, or for a depthwise filter [kh, kw, C, M] C * M.
+int64_t output_channels(const Shape& filter, bool depthwise) {
+  if (!depthwise) return filter[3];
+  return filter[2] >= 0 && filter[3] >= 0 ? filter[2] * filter[3] : -1;
+}
+
 // The whole problem, checked: channels agree, the window fits, dy (when given) has the output's shape.
-ConvParams check_problem(const InferContext& ctx, const Shape& x, const Shape& filter, const Shape* dy) {
+ConvParams check_problem(const InferContext& ctx, const Shape& x, const Shape& filter, const Shape* dy,
+                         bool depthwise = false) {
   const ConvWindow win = read_window(ctx);
   if (dims_differ(x[3], filter[2]))
     ctx.fail("input channels " + std::to_string(x[3]) + " differ from the filter's input channels " +
              std::to_string(filter[2]) + ": input " + x.to_string() + ", filter " + filter.to_string());
   if ((filter[0] >= 0 && filter[0] < 1) || (filter[1] >= 0 && filter[1] < 1))
     ctx.fail("the filter's window must be at least 1 x 1, got filter " + filter.to_string());
+  const int64_t f = output_channels(filter, depthwise);
   ConvParams p;
-  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], filter[3], &p))
+  if (!conv_params(win, x[0], x[1], x[2], x[3], filter[0], filter[1], f, &p))
     ctx.fail("the filter's window " + std::to_string(filter[0]) + " x " + std::to_string(filter[1]) +
              " (dilations " + std::to_string(win.dilation_h) + ", " + std::to_string(win.dilation_w) +
              ") is larger than the " + padding_name(win.padding) + "-padded input " + x.to_string() +
              "; filter " + filter.to_string());
   if (dy) {
     const Shape& d = *dy;
-    if (dims_differ(d[0], x[0]) || dims_differ(d[1], p.oh) || dims_differ(d[2], p.ow) || dims_differ(d[3], filter[3]))
+    if (dims_differ(d[0], x[0]) || dims_differ(d[1], p.oh) || dims_differ(d[2], p.ow) || dims_differ(d[3], f))
       ctx.fail("dy has shape " + d.to_string() + " where the convolution of input " + x.to_string() +
                " by filter " + filter.to_string() + " gives [" + std::to_string(x[0]) + ", " + std::to_string(p.oh) +
-               ", " + std::to_string(p.ow) + ", " + std::to_string(filter[3]) + "]");
+               ", " + std::to_string(p.ow) + ", " + std::to_string(f) + "]");
   }
   return p;
 }
@@ -73,15 +86,18 @@ void check_dtypes(const InferContext& ctx) {
   check_same_dtype(ctx, 0, 2);
 }
 
-void infer_conv2d(InferContext& ctx) {
+void infer_forward(InferContext& ctx, bool depthwise) {
   check_dtypes(ctx);
   check_rank4(ctx, 0, "input");
   check_rank4(ctx, 1, "filter");
   const Shape& x = ctx.input_shape(0);
   const Shape& f = ctx.input_shape(1);
-  const ConvParams p = check_problem(ctx, x, f, nullptr);
-  ctx.set_output(0, ctx.input_dtype(0), Shape{x[0], p.oh, p.ow, f[3]});
+  const ConvParams p = check_problem(ctx, x, f, nullptr, depthwise);
+  ctx.set_output(0, ctx.input_dtype(0), Shape{x[0], p.oh, p.ow, output_channels(f, depthwise)});
 }
+
+void infer_conv2d(InferContext& ctx) { infer_forward(ctx, false); }
+void infer_depthwise(InferContext& ctx) { infer_forward(ctx, true); }
 
 // FusedConv2D(input, filter, bias): activation(Conv2D(input, filter) + bias), made by the fusion
 // pass (scheduler/passes/fuse_elementwise.cpp) from a Conv2D, the Add of a bias of [F] and a
@@ -99,7 +115,7 @@ void infer_fused_conv2d(InferContext& ctx) {
   if (act != "" && act != "relu") ctx.fail("activation must be \"\" or \"relu\", got \"" + act + "\"");
 }
 
-void infer_backprop_input(InferContext& ctx) {
+void infer_input_gradient(InferContext& ctx, bool depthwise) {
   check_dtypes(ctx);
   check_rank4(ctx, 0, "filter");
   check_rank4(ctx, 1, "dy");
@@ -107,19 +123,24 @@ void infer_backprop_input(InferContext& ctx) {
   if (sizes[0] < 0) sizes[0] = ctx.input_shape(1)[0];
   const Shape x(sizes);
   const Shape& dy = ctx.input_shape(1);
-  check_problem(ctx, x, ctx.input_shape(0), &dy);
+  check_problem(ctx, x, ctx.input_shape(0), &dy, depthwise);
   ctx.set_output(0, ctx.input_dtype(0), x);
 }
 
-void infer_backprop_filter(InferContext& ctx) {
+void infer_filter_gradient(InferContext& ctx, bool depthwise) {
   check_dtypes(ctx);
   check_rank4(ctx, 0, "input");
   check_rank4(ctx, 1, "dy");
   const Shape f(read_sizes(ctx, "filter_sizes", false));
   const Shape& dy = ctx.input_shape(1);
-  check_problem(ctx, ctx.input_shape(0), f, &dy);
+  check_problem(ctx, ctx.input_shape(0), f, &dy, depthwise);
   ctx.set_output(0, ctx.input_dtype(0), f);
 }
+
+void infer_backprop_input(InferContext& ctx) { infer_input_gradient(ctx, false); }
+void infer_backprop_filter(InferContext& ctx) { infer_filter_gradient(ctx, false); }
+void infer_depthwise_backprop_input(InferContext& ctx) { infer_input_gradient(ctx, true); }
+void infer_depthwise_backprop_filter(InferContext& ctx) { infer_filter_gradient(ctx, true); }
 
 // 2 * N * OH * OW * kh * kw * C * F for each of the three (each is one product of that size);
 // bytes are the inputs and the output once each. Unknown dims count as 1.
@@ -131,14 +152,18 @@ Cost conv_cost(const InferContext& ctx) {
     return e * static_cast<double>(dtype_size(t));
   };
   const std::string& name = ctx.op().name;
-  // The image [N,H,W,C], the filter [kh,kw,C,F] and the output [N,OH,OW,F] of the forward problem.
+  // The image [N,H,W,C], the filter [kh,kw,C,F] and the output [N,OH,OW,F] of the forward problem
+  // (for a depthwise one the filter [kh,kw,C,M] and the output [N,OH,OW,C*M]).
   const Shape& out = ctx.output(0).shape;
   const Shape& in0 = ctx.input_shape(0);
   const Shape& in1 = ctx.input_shape(1);
-  const Shape& image = name == "Conv2DBackpropInput" ? out : in0;
-  const bool forward = name == "Conv2D" || name == "FusedConv2D";
-  const Shape& filter = forward ? in1 : (name == "Conv2DBackpropInput" ? in0 : out);
+  const bool input_gradient = name == "Conv2DBackpropInput" || name == "DepthwiseConv2dNativeBackpropInput";
+  const Shape& image = input_gradient ? out : in0;
+  const bool forward = name == "Conv2D" || name == "FusedConv2D" || name == "DepthwiseConv2dNative";
+  const Shape& filter = forward ? in1 : (input_gradient ? in0 : out);
   const Shape& y = forward ? out : in1;
+  // C * F products of kh * kw for Conv2D; C * M of them for a depthwise convolution, whose
+  // output value sums one channel's window: the same expression.
   double flops = 2 * known(y[0]) * known(y[1]) * known(y[2]) * known(filter[0]) * known(filter[1]) *
                  known(image[3]) * known(filter[3]);
   const DType t = ctx.output(0).dtype;
@@ -170,6 +195,14 @@ void register_conv_defs() {
   filter_attrs.push_back({"filter_sizes", AttrType::IntList});
   op_registry().add({.name = "Conv2DBackpropFilter", .display = "conv2d_backprop_filter", .min_inputs = 2,
                      .max_inputs = 2, .attrs = filter_attrs, .infer = infer_backprop_filter, .cost = conv_cost});
+  op_registry().add({.name = "DepthwiseConv2dNative", .display = "depthwise_conv2d", .min_inputs = 2,
+                     .max_inputs = 2, .attrs = window_attrs(), .infer = infer_depthwise, .cost = conv_cost});
+  op_registry().add({.name = "DepthwiseConv2dNativeBackpropInput", .display = "depthwise_conv2d_backprop_input",
+                     .min_inputs = 2, .max_inputs = 2, .attrs = input_attrs, .infer = infer_depthwise_backprop_input,
+                     .cost = conv_cost});
+  op_registry().add({.name = "DepthwiseConv2dNativeBackpropFilter", .display = "depthwise_conv2d_backprop_filter",
+                     .min_inputs = 2, .max_inputs = 2, .attrs = filter_attrs,
+                     .infer = infer_depthwise_backprop_filter, .cost = conv_cost});
 }
 
 }  // namespace weft::defs

@@ -1,7 +1,8 @@
 // The oneDNN convolutions (kernels/cpu/conv_onednn.h) cut the batch into chunks fixed by the
 // problem's shape and run oneDNN single-threaded in each of weft's pool tasks: the results are
 // the same bits on one, two and three threads, and agree with weft's reference (float64) for
-// batches of one chunk, of many, and of a shorter last chunk, in every pass.
+// batches of one chunk, of many, and of a shorter last chunk, in every pass; depthwise
+// convolutions (oneDNN's grouped ones) too, against weft's depthwise reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "kernels/conv_params.h"
+#include "kernels/cpu/conv_depthwise_reference.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/conv_reference.h"
 #include "runtime/thread_pool.h"
@@ -84,6 +86,45 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want,
   for (double v : want) scale = std::max(scale, std::abs(v));
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
   EXPECT_LT(worst / scale, 1e-5) << what << ": largest error " << worst << " of a largest element " << scale;
+}
+
+// Depthwise problems: f is C * M, filter [kh, kw, C, M], a group per channel.
+const std::vector<Problem> kDepthwiseProblems = {
+    {"depthwise 3x3, many chunks", 40, 14, 14, 32, 3, 3, 32, 1, PaddingMode::Same},
+    {"depthwise multiplier 2, stride 2, shorter last chunk", 37, 9, 9, 8, 3, 3, 16, 2, PaddingMode::Same},
+    {"depthwise 5x5 valid, multiplier 3", 11, 12, 12, 6, 5, 5, 18, 1, PaddingMode::Valid},
+};
+
+TEST(OnednnConv, DepthwiseSameBitsOnOneTwoAndThreeThreadsAndMatchesTheReference) {
+  ThreadPool one(1), two(2), three(3);
+  int taken = 0;
+  for (const Problem& pr : kDepthwiseProblems) {
+    SCOPED_TRACE(pr.name);
+    ConvParams p = params_of(pr);
+    p.groups = p.c;
+    const auto x = random_floats(p.n * p.h * p.w * p.c, 4);
+    const auto w = random_floats(p.kh * p.kw * p.f, 5);
+    const auto dy = random_floats(p.n * p.oh * p.ow * p.f, 6);
+    Outputs o1, o2, o3;
+    if (!run_all(one, p, x, w, dy, &o1)) continue;
+    ++taken;
+    ASSERT_TRUE(run_all(two, p, x, w, dy, &o2));
+    ASSERT_TRUE(run_all(three, p, x, w, dy, &o3));
+    for (const auto* o : {&o2, &o3}) {
+      expect_same_bits(o1.y, o->y, "forward");
+      expect_same_bits(o1.dx, o->dx, "input gradient");
+      expect_same_bits(o1.dw, o->dw, "filter gradient");
+    }
+    std::vector<double> y(o1.y.size()), dx(o1.dx.size()), dw(o1.dw.size());
+    const auto xd = widened(x), wd = widened(w), dyd = widened(dy);
+    depthwise_conv2d_reference<double>(one, p, xd.data(), wd.data(), y.data());
+    depthwise_backprop_input_reference<double>(one, p, wd.data(), dyd.data(), dx.data());
+    depthwise_backprop_filter_reference<double>(one, p, xd.data(), dyd.data(), dw.data());
+    expect_near(o1.y, y, "forward");
+    expect_near(o1.dx, dx, "input gradient");
+    expect_near(o1.dw, dw, "filter gradient");
+  }
+  EXPECT_EQ(taken, 3) << "oneDNN has vectorised grouped kernels for these on x86";
 }
 
 TEST(OnednnConv, SameBitsOnOneTwoAndThreeThreadsAndMatchesTheReference) {
