@@ -1,4 +1,4 @@
-// Conv2D, MaxPool2D, AvgPool2D and BatchNormalization (api/nn/conv_layers.h), on the ops of
+// Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D and BatchNormalization (api/nn/conv_layers.h), on the ops of
 // api/ops/conv.h, pooling.h and normalization.h.
 #include "api/nn/conv_layers.h"
 
@@ -53,31 +53,40 @@ void check_images(const char* layer, const std::string& name, const Tensor& x, c
                           x.shape().to_string() + called_at(loc));
 }
 
+// Conv2D's and DepthwiseConv2D's layer: the same checks, building and call, on conv2d with a
+// [kh, kw, in, filters] kernel or on depthwise_conv2d with a [kh, kw, in, multiplier] one.
 class Conv2DImpl final : public ModuleImpl {
  public:
-  Conv2DImpl(int64_t filters, std::vector<int64_t> kernel_size, Conv2DOptions o)
-      : ModuleImpl(unique_layer_name("conv2d"), "conv2d"), filters_(filters), kernel_size_(std::move(kernel_size)),
-        o_(std::move(o)) {
-    if (filters <= 0) throw InvalidArgument("[Conv2D] filters must be positive, got " + std::to_string(filters));
-    check_pair("Conv2D", "kernel_size", kernel_size_);
-    check_pair("Conv2D", "strides", o_.strides);
-    check_pair("Conv2D", "dilations", o_.dilations);
-    padding_ = checked_padding("Conv2D", o_.padding);
+  // `width`: the filters, or the depth multiplier of a depthwise layer.
+  Conv2DImpl(bool depthwise, int64_t width, std::vector<int64_t> kernel_size, Conv2DOptions o)
+      : ModuleImpl(unique_layer_name(depthwise ? "depthwise_conv2d" : "conv2d"),
+                   depthwise ? "depthwise_conv2d" : "conv2d"),
+        depthwise_(depthwise), width_(width), kernel_size_(std::move(kernel_size)), o_(std::move(o)) {
+    if (width <= 0)
+      throw InvalidArgument(std::string("[") + layer() + "] " + (depthwise ? "depth_multiplier" : "filters") +
+                            " must be positive, got " + std::to_string(width));
+    check_pair(layer(), "kernel_size", kernel_size_);
+    check_pair(layer(), "strides", o_.strides);
+    check_pair(layer(), "dilations", o_.dilations);
+    padding_ = checked_padding(layer(), o_.padding);
   }
 
   Tensor call(const Tensor& x, bool training) override { return call_at(x, training, SourceLocation::current()); }
 
   Tensor call_at(const Tensor& x, bool, const SourceLocation& loc) override {
-    check_images("Conv2D", name(), x, loc);
+    check_images(layer(), name(), x, loc);
     const int64_t in = x.shape()[3];
-    if (in < 0) throw InvalidArgument("[Conv2D] " + name() + " needs a known channel count, got shape " +
-                                      x.shape().to_string() + called_at(loc));
+    if (in < 0)
+      throw InvalidArgument(std::string("[") + layer() + "] " + name() + " needs a known channel count, got shape " +
+                            x.shape().to_string() + called_at(loc));
     if (!kernel_.defined()) build(in, x.dtype(), loc);
     if (in != kernel_.shape()[2])
-      throw InvalidArgument("[Conv2D] " + name() + " was built for " + std::to_string(kernel_.shape()[2]) +
-                            " input channels, got shape " + x.shape().to_string() + called_at(loc));
-    Tensor y = conv2d(policy_.cast_input(x, loc), policy_.cast_variable(kernel_.value(loc), loc), o_.strides, padding_,
-                      o_.dilations, loc);
+      throw InvalidArgument(std::string("[") + layer() + "] " + name() + " was built for " +
+                            std::to_string(kernel_.shape()[2]) + " input channels, got shape " + x.shape().to_string() +
+                            called_at(loc));
+    const Tensor image = policy_.cast_input(x, loc), kernel = policy_.cast_variable(kernel_.value(loc), loc);
+    Tensor y = depthwise_ ? depthwise_conv2d(image, kernel, o_.strides, padding_, o_.dilations, loc)
+                          : conv2d(image, kernel, o_.strides, padding_, o_.dilations, loc);
     if (o_.use_bias) y = add(y, policy_.cast_variable(bias_.value(loc), loc), loc);
     return o_.activation ? activate(o_.activation, y, loc) : y;
   }
@@ -85,21 +94,27 @@ class Conv2DImpl final : public ModuleImpl {
   Variable kernel_, bias_;
 
  private:
+  const char* layer() const { return depthwise_ ? "DepthwiseConv2D" : "Conv2D"; }
+
   void build(int64_t in, DType dtype, const SourceLocation& loc) {
     if (!is_floating(dtype))
-      throw InvalidArgument("[Conv2D] " + name() + " needs floating-point inputs, got " + std::string(dtype_name(dtype)) +
-                            called_at(loc));
-    // Glorot uniform over the receptive field, as Keras: fan_in = kh*kw*in, fan_out = kh*kw*filters.
+      throw InvalidArgument(std::string("[") + layer() + "] " + name() + " needs floating-point inputs, got " +
+                            std::string(dtype_name(dtype)) + called_at(loc));
+    // Glorot uniform over the receptive field, as Keras: fan_in = kh*kw*in, fan_out = kh*kw*width
+    // (Keras computes a depthwise kernel's fans from its [kh, kw, in, multiplier] shape alike).
     const int64_t area = kernel_size_[0] * kernel_size_[1];
-    const double limit = std::sqrt(6.0 / static_cast<double>(area * in + area * filters_));
+    const double limit = std::sqrt(6.0 / static_cast<double>(area * in + area * width_));
     dtype = policy_.variable_dtype_for(dtype);
+    const char* kernel_name = depthwise_ ? "depthwise_kernel" : "kernel";
     kernel_ = register_variable(
-        "kernel", Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, filters_}, -limit, limit, -1, dtype, loc),
-                           name() + "/kernel", true, loc));
-    if (o_.use_bias) bias_ = register_variable("bias", Variable(zeros({filters_}, dtype, loc), name() + "/bias", true, loc));
+        kernel_name, Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, width_}, -limit, limit, -1, dtype, loc),
+                              name() + "/" + kernel_name, true, loc));
+    const int64_t outputs = depthwise_ ? in * width_ : width_;
+    if (o_.use_bias) bias_ = register_variable("bias", Variable(zeros({outputs}, dtype, loc), name() + "/bias", true, loc));
   }
 
-  int64_t filters_;
+  bool depthwise_;
+  int64_t width_;
   std::vector<int64_t> kernel_size_;
   DTypePolicy policy_ = dtype_policy();
   Conv2DOptions o_;
@@ -266,9 +281,19 @@ class BatchNormImpl final : public ModuleImpl {
 }  // namespace
 
 Conv2D::Conv2D(int64_t filters, std::vector<int64_t> kernel_size, Conv2DOptions options)
-    : Module(std::make_shared<Conv2DImpl>(filters, std::move(kernel_size), std::move(options))) {}
+    : Module(std::make_shared<Conv2DImpl>(false, filters, std::move(kernel_size), std::move(options))) {}
 Variable Conv2D::kernel() const { return static_cast<Conv2DImpl*>(impl_.get())->kernel_; }
 Variable Conv2D::bias() const { return static_cast<Conv2DImpl*>(impl_.get())->bias_; }
+
+DepthwiseConv2D::DepthwiseConv2D(std::vector<int64_t> kernel_size, DepthwiseConv2DOptions options)
+    : Module(std::make_shared<Conv2DImpl>(true, options.depth_multiplier, std::move(kernel_size),
+                                          Conv2DOptions{.strides = std::move(options.strides),
+                                                        .padding = std::move(options.padding),
+                                                        .dilations = std::move(options.dilations),
+                                                        .activation = std::move(options.activation),
+                                                        .use_bias = options.use_bias})) {}
+Variable DepthwiseConv2D::depthwise_kernel() const { return static_cast<Conv2DImpl*>(impl_.get())->kernel_; }
+Variable DepthwiseConv2D::bias() const { return static_cast<Conv2DImpl*>(impl_.get())->bias_; }
 
 MaxPool2D::MaxPool2D(std::vector<int64_t> pool_size, std::vector<int64_t> strides, std::string padding)
     : Module(std::make_shared<PoolImpl>(true, std::move(pool_size), std::move(strides), padding)) {}

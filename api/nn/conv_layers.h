@@ -36,6 +36,26 @@ class Conv2D : public Module {
   Variable bias() const;
 };
 
+struct DepthwiseConv2DOptions {
+  std::vector<int64_t> strides = {1, 1};    // {height, width}
+  std::string padding = "valid";            // "valid" or "same" (any case)
+  int64_t depth_multiplier = 1;             // filters per input channel
+  std::vector<int64_t> dilations = {1, 1};  // {height, width}
+  Activation activation = nullptr;
+  bool use_bias = true;
+};
+
+// Keras's DepthwiseConv2D (MobileNet's): depthwise_conv2d(x, depthwise_kernel) + bias, then the
+// activation; in * depth_multiplier output channels. The kernel [kh, kw, in, depth_multiplier]
+// (Glorot uniform, as Keras) and the bias [in * depth_multiplier] are built on the first call.
+// Checkpoint paths "depthwise_conv2d/depthwise_kernel", "depthwise_conv2d/bias".
+class DepthwiseConv2D : public Module {
+ public:
+  explicit DepthwiseConv2D(std::vector<int64_t> kernel_size, DepthwiseConv2DOptions options = {});
+  Variable depthwise_kernel() const;  // undefined before the first call
+  Variable bias() const;
+};
+
 // Max / average over pool_size windows; strides default to pool_size, padding "valid".
 class MaxPool2D : public Module {
  public:

@@ -1,4 +1,4 @@
-// Conv2D, MaxPool2D, AvgPool2D and BatchNormalization layers: shapes, values against the ops and
+// Conv2D, DepthwiseConv2D, MaxPool2D, AvgPool2D and BatchNormalization layers: shapes, values against the ops and
 // plain loops, BatchNormalization's moving statistics (eager and traced), checkpoints, and a
 // small CNN that trains the same eagerly and traced.
 #include <gtest/gtest.h>
@@ -69,6 +69,39 @@ TEST_F(ConvLayersTest, Conv2DIsConvPlusBias) {
   EXPECT_THROW(nn::Conv2D(0, {3, 3}), InvalidArgument);
   EXPECT_THROW(nn::Conv2D(2, {3}), InvalidArgument);
   EXPECT_THROW(nn::Conv2D(2, {3, 3}, {.padding = "full"}), InvalidArgument);
+}
+
+TEST_F(ConvLayersTest, DepthwiseConv2DIsDepthwiseConvPlusBias) {
+  nn::DepthwiseConv2D dw({3, 3}, {.padding = "same", .depth_multiplier = 2, .activation = nn::relu});
+  EXPECT_EQ(dw.name(), "depthwise_conv2d");
+  Tensor x = random::normal({2, 5, 4, 3}, 0, 1, 3, float64);
+  Tensor y = dw(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 5, 4, 6}));
+  ASSERT_TRUE(dw.depthwise_kernel().defined());
+  EXPECT_EQ(dw.depthwise_kernel().shape(), (Shape{3, 3, 3, 2}));
+  EXPECT_EQ(dw.bias().shape(), (Shape{6}));
+  // Keras's Glorot limit from the kernel's shape: fan_in = 3*3*3, fan_out = 3*3*2.
+  for (double k : dw.depthwise_kernel().value().to_vector<double>()) EXPECT_LE(std::abs(k), std::sqrt(6.0 / 45));
+  dw.bias().assign(constant({0.5, -0.5, 0.25, 0.0, 1.0, -1.0}));
+  Tensor want = relu(depthwise_conv2d(x, dw.depthwise_kernel().value(), {1, 1}, "SAME") + dw.bias().value());
+  expect_near(dw(x).to_vector<double>(), want.to_vector<double>(), 1e-12);
+  // Checkpoint paths as Keras names them.
+  std::vector<std::string> names;
+  for (const Variable& v : dw.variables()) names.push_back(v.name());
+  EXPECT_EQ(names, (std::vector<std::string>{"depthwise_conv2d/depthwise_kernel", "depthwise_conv2d/bias"}));
+
+  nn::DepthwiseConv2D strided({3, 3}, {.strides = {2, 2}, .use_bias = false});
+  EXPECT_EQ(strided(x).shape(), (Shape{2, 2, 1, 3}));
+  EXPECT_EQ(strided.variables().size(), 1u);
+  EXPECT_THROW(dw(random::normal({2, 5, 4, 2}, 0, 1, 3, float64)), InvalidArgument);  // channels differ
+  EXPECT_THROW(nn::DepthwiseConv2D({3, 3}, {.depth_multiplier = 0}), InvalidArgument);
+  EXPECT_THROW(nn::DepthwiseConv2D({3, 3}, {.padding = "full"}), InvalidArgument);
+  try {
+    nn::DepthwiseConv2D({3, 3}, {.depth_multiplier = -1});
+    ADD_FAILURE() << "a negative depth_multiplier was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("[DepthwiseConv2D] depth_multiplier"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(ConvLayersTest, PoolingLayers) {

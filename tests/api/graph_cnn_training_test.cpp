@@ -1,5 +1,6 @@
-// TF1-style training of a convolutional network: conv with relu, batch norm, pooling, a dense
-// head, built once in a Graph and run step by step by a Session, matching the same training
+// TF1-style training of a convolutional network: conv with relu, batch norm, pooling, a depthwise
+// convolution, a dense head, built once in a Graph and run step by step by a Session, matching
+// the same training
 // done eagerly (losses, trained weights and batch norm's moving statistics).
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@ nn::Sequential small_cnn() {
   return nn::Sequential{nn::Conv2D(4, {3, 3}, {.padding = "same", .activation = nn::relu}),
                         nn::BatchNormalization(),
                         nn::MaxPool2D({2, 2}),
+                        nn::DepthwiseConv2D({3, 3}, {.padding = "same", .depth_multiplier = 2}),
                         nn::Conv2D(6, {3, 3}, {.strides = {2, 2}, .padding = "same", .use_bias = false}),
                         nn::BatchNormalization(),
                         nn::ReLU(),
@@ -100,9 +102,9 @@ TEST(GraphCnnTraining, SessionMatchesEagerStepByStep) {
   for (int i = 0; i < steps; ++i) EXPECT_NEAR(graph.losses[i], eager.losses[i], 1e-4) << "step " << i;
   EXPECT_LT(graph.losses.back(), graph.losses.front() - 0.05f) << "the network did not learn";
   ASSERT_EQ(graph.variables.size(), eager.variables.size());
-  // Two convolutions (kernel, bias; kernel), two batch norms (gamma, beta, moving mean and
-  // variance) and the dense layer: 2 + 1 + 8 + 2.
-  EXPECT_EQ(graph.variables.size(), 13u);
+  // Two convolutions (kernel, bias; kernel), the depthwise one (kernel, bias), two batch norms
+  // (gamma, beta, moving mean and variance) and the dense layer: 2 + 1 + 2 + 8 + 2.
+  EXPECT_EQ(graph.variables.size(), 15u);
   for (size_t v = 0; v < graph.variables.size(); ++v) {
     ASSERT_EQ(graph.variables[v].size(), eager.variables[v].size());
     for (size_t i = 0; i < graph.variables[v].size(); ++i)

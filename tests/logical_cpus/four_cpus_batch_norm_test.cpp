@@ -28,8 +28,10 @@ std::pair<Tensor, Tensor> batch(int64_t rows, int seed) {
 }
 
 nn::Sequential cnn(nn::Module norm) {
-  return nn::Sequential{nn::Conv2D(4, {3, 3}, {.padding = "same"}), norm, nn::ReLU(), nn::MaxPool2D({2, 2}),
-                        nn::Flatten(), nn::Dense(5)};
+  // A depthwise layer too, so a MobileNet-style block trains under DataParallel as well.
+  return nn::Sequential{nn::Conv2D(4, {3, 3}, {.padding = "same"}), norm, nn::ReLU(),
+                        nn::DepthwiseConv2D({3, 3}, {.padding = "same", .depth_multiplier = 2}),
+                        nn::MaxPool2D({2, 2}), nn::Flatten(), nn::Dense(5)};
 }
 
 Tensor train_step(nn::Sequential& model, optim::SGD& opt, const Tensor& x, const Tensor& y) {
