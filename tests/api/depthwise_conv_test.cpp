@@ -1,8 +1,9 @@
-// depthwise_conv2d (DepthwiseConv2dNative) and its two gradient ops: against direct loops written
-// here in float64 (multipliers 1 to 3, strides, dilations, SAME / VALID / explicit padding, odd
-// sizes, 1x1 and whole-input windows), float32 (oneDNN's grouped convolution where it takes the
-// problem) against them, float16 / bfloat16 against float32, gradients and gradients of gradients
-// by finite differences, eager against traced, determinism and the errors.
+// depthwise_conv2d (DepthwiseConv2dNative) and its two gradient ops through the checks of
+// conv_cases.h: against direct loops in float64 (multipliers 1 to 3, strides, dilations, SAME /
+// VALID / explicit padding, odd sizes, 1x1 and whole-input windows), float32 (oneDNN's grouped
+// convolution where it takes the problem) against them, float16 / bfloat16 against float32,
+// gradients and gradients of gradients by finite differences, eager against traced, determinism,
+// the errors, and a depthwise-separable block trained eagerly and traced.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -39,163 +40,40 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-struct Refs {
-  std::vector<double> y, dx, dw;
-};
-
-// All three ops by direct loops: channel ch * M + m of y is input channel ch under filter
-// column (ch, m).
-Refs direct(const Case& c, const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& dy) {
-  const int64_t H = c.x[1], W = c.x[2], C = c.x[3], KW = c.w[1], M = c.w[3];
-  const Shape ys = y_shape(c);
-  Refs r{std::vector<double>(static_cast<size_t>(ys.num_elements())),
-         std::vector<double>(static_cast<size_t>(c.x.num_elements())),
-         std::vector<double>(static_cast<size_t>(c.w.num_elements()))};
-  for_each_term(c, [&](int64_t n, int64_t oy, int64_t ox, int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t m = 0; m < M; ++m) {
-        const size_t xi = static_cast<size_t>(((n * H + iy) * W + ix) * C + ch);
-        const size_t wi = static_cast<size_t>(((ky * KW + kx) * C + ch) * M + m);
-        const size_t yi = static_cast<size_t>(((n * ys[1] + oy) * ys[2] + ox) * C * M + ch * M + m);
-        r.y[yi] += x[xi] * w[wi];
-        r.dx[xi] += dy[yi] * w[wi];
-        r.dw[wi] += x[xi] * dy[yi];
-      }
-  });
-  return r;
+const Family& family() {
+  static const Family f{[](auto&&... a) { return depthwise_conv2d(a...); },
+                        [](auto&&... a) { return depthwise_conv2d(a...); },
+                        [](auto&&... a) { return depthwise_conv2d_backprop_input(a...); },
+                        [](auto&&... a) { return depthwise_conv2d_backprop_filter(a...); },
+                        "DepthwiseConv2dNative",
+                        "DepthwiseConv2dNativeBackpropInput",
+                        "DepthwiseConv2dNativeBackpropFilter"};
+  return f;
 }
 
-Tensor conv(const Case& c, const Tensor& x, const Tensor& w) {
-  if (c.padding == "EXPLICIT") return depthwise_conv2d(x, w, c.strides, c.pads, c.dilations);
-  return depthwise_conv2d(x, w, c.strides, c.padding, c.dilations);
-}
+TEST(DepthwiseConv2D, MatchesDirectLoopsInFloat64AndFloat32) { expect_matches_direct_loops(family(), cases()); }
 
-// The backprop ops take a padding string only; an explicit case goes through the gradient of
-// depthwise_conv2d instead (which passes the node's explicit paddings on), so both are covered.
-Tensor backprop_input(const Case& c, const Tensor& w, const Tensor& dy) {
-  if (c.padding != "EXPLICIT")
-    return depthwise_conv2d_backprop_input(c.x.to_vector(), w, dy, c.strides, c.padding, c.dilations);
-  Tensor x = zeros(c.x, w.dtype());
-  GradientTape tape;
-  tape.watch(x);
-  Tensor y = conv(c, x, w);
-  return tape.gradient(reduce_sum(mul(y, dy)), x);
-}
-
-Tensor backprop_filter(const Case& c, const Tensor& x, const Tensor& dy) {
-  if (c.padding != "EXPLICIT")
-    return depthwise_conv2d_backprop_filter(x, c.w.to_vector(), dy, c.strides, c.padding, c.dilations);
-  Tensor w = zeros(c.w, x.dtype());
-  GradientTape tape;
-  tape.watch(w);
-  Tensor y = conv(c, x, w);
-  return tape.gradient(reduce_sum(mul(y, dy)), w);
-}
-
-TEST(DepthwiseConv2D, MatchesDirectLoopsInFloat64AndFloat32) {
-  int64_t seed = 10;
-  for (const Case& c : cases()) {
-    const Operands o = operands(c, float64, seed += 3);
-    const Refs r = direct(c, o.x.to_vector<double>(), o.w.to_vector<double>(), o.dy.to_vector<double>());
-    ASSERT_EQ(conv(c, o.x, o.w).shape(), y_shape(c)) << c.name;
-    expect_near(r.y, conv(c, o.x, o.w), 1e-12, c.name + ": depthwise float64");
-    expect_near(r.dx, backprop_input(c, o.w, o.dy), 1e-12, c.name + ": backprop input float64");
-    expect_near(r.dw, backprop_filter(c, o.x, o.dy), 1e-12, c.name + ": backprop filter float64");
-    const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
-    expect_near(r.y, conv(c, f.x, f.w), 1e-5, c.name + ": depthwise float32");
-    expect_near(r.dx, backprop_input(c, f.w, f.dy), 1e-5, c.name + ": backprop input float32");
-    expect_near(r.dw, backprop_filter(c, f.x, f.dy), 1e-5, c.name + ": backprop filter float32");
-  }
-}
-
-// A MobileNet-like layer, large enough for oneDNN's vectorised depthwise kernels, in chunks.
+// MobileNet-like layers, large enough for oneDNN's vectorised depthwise kernels, in chunks.
 TEST(DepthwiseConv2D, Float32OfALargerLayerMatchesFloat64) {
-  for (const Case& c : {Case{"larger", {9, 14, 13, 32}, {3, 3, 32, 1}, {1, 1}, {1, 1}, "SAME", {}, true},
-                        Case{"larger strided, multiplier 2", {9, 14, 13, 24}, {3, 3, 24, 2}, {2, 2}, {1, 1}, "SAME",
-                             {}, true}}) {
-    const Operands o = operands(c, float64, 3);
-    const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
-    expect_near(conv(c, o.x, o.w).to_vector<double>(), conv(c, f.x, f.w), 1e-4, c.name + ": depthwise");
-    expect_near(backprop_input(c, o.w, o.dy).to_vector<double>(), backprop_input(c, f.w, f.dy), 1e-4,
-                c.name + ": input");
-    expect_near(backprop_filter(c, o.x, o.dy).to_vector<double>(), backprop_filter(c, f.x, f.dy), 1e-4,
-                c.name + ": filter");
-  }
+  expect_float32_matches_float64(family(), {"larger", {9, 14, 13, 32}, {3, 3, 32, 1}, {1, 1}, {1, 1}, "SAME", {}, true});
+  expect_float32_matches_float64(
+      family(), {"larger strided, multiplier 2", {9, 14, 13, 24}, {3, 3, 24, 2}, {2, 2}, {1, 1}, "SAME", {}, true});
 }
 
-TEST(DepthwiseConv2D, GradientsByFiniteDifferences) {
-  using testing::expect_gradients_match;
-  int64_t seed = 100;
-  for (const Case& c : cases()) {
-    if (c.x.num_elements() > 100) continue;  // each element costs two evaluations; keep it quick
-    const Operands o = operands(c, float64, seed += 3);
-    expect_gradients_match([&](const std::vector<Tensor>& in) { return conv(c, in[0], in[1]); }, {o.x, o.w}, 1e-6,
-                           1e-6, c.name + ": depthwise_conv2d");
-    if (c.padding == "EXPLICIT") continue;  // the backprop front-ends take a padding string
-    // The gradient's gradient: both backprop ops are differentiable in both inputs.
-    expect_gradients_match([&](const std::vector<Tensor>& in) { return backprop_input(c, in[0], in[1]); },
-                           {o.w, o.dy}, 1e-6, 1e-6, c.name + ": depthwise_conv2d_backprop_input");
-    expect_gradients_match([&](const std::vector<Tensor>& in) { return backprop_filter(c, in[0], in[1]); },
-                           {o.x, o.dy}, 1e-6, 1e-6, c.name + ": depthwise_conv2d_backprop_filter");
-  }
-}
+TEST(DepthwiseConv2D, GradientsByFiniteDifferences) { expect_gradients_by_finite_differences(family(), cases()); }
 
 TEST(DepthwiseConv2D, SecondOrderThroughNestedTapes) {
-  const Case& c = cases()[1];
-  const Operands o = operands(c, float64, 7);
-  testing::expect_gradients_match(
-      [&](const std::vector<Tensor>& in) {
-        GradientTape inner;
-        inner.watch(in[1]);
-        Tensor y = conv(c, in[0], in[1]);
-        return inner.gradient(reduce_sum(mul(y, y)), in[1]);
-      },
-      {o.x, o.w}, 1e-6, 1e-5, "second order");
+  expect_second_order_through_nested_tapes(family(), cases()[1]);
 }
 
 TEST(DepthwiseConv2D, EagerEqualsTraced) {
-  using eager_vs_traced::expect_traced_equals_eager;
-  for (const Case& c : {cases()[2], cases()[5], cases()[8]}) {
-    for (DType d : {float32, float64}) {
-      const Operands o = operands(c, d, 40);
-      const std::string what = c.name + " " + std::string(dtype_name(d));
-      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return conv(c, in[0], in[1]); }, {o.x, o.w},
-                                 "DepthwiseConv2dNative", what + ": depthwise");
-      if (c.padding == "EXPLICIT") continue;
-      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return backprop_input(c, in[0], in[1]); },
-                                 {o.w, o.dy}, "DepthwiseConv2dNativeBackpropInput", what + ": backprop input");
-      expect_traced_equals_eager([&](const std::vector<Tensor>& in) { return backprop_filter(c, in[0], in[1]); },
-                                 {o.x, o.dy}, "DepthwiseConv2dNativeBackpropFilter", what + ": backprop filter");
-    }
-  }
+  expect_eager_equals_traced(family(), {cases()[2], cases()[5], cases()[8]});
 }
 
-// 16-bit dtypes compute through float32 and round once.
-TEST(DepthwiseConv2D, HalfDtypesMatchFloat32) {
-  const Case& c = cases()[1];
-  for (DType d : {float16, bfloat16}) {
-    const Operands o = operands(c, d, 60);
-    const Operands f{cast(o.x, float32), cast(o.w, float32), cast(o.dy, float32)};
-    const double tol = d == float16 ? 2e-3 : 1.6e-2;
-    const std::string what(dtype_name(d));
-    Tensor y = conv(c, o.x, o.w);
-    ASSERT_EQ(y.dtype(), d);
-    expect_near(cast(conv(c, f.x, f.w), float64).to_vector<double>(), y, tol, what + ": depthwise");
-    expect_near(cast(backprop_input(c, f.w, f.dy), float64).to_vector<double>(), backprop_input(c, o.w, o.dy), tol,
-                what + ": backprop input");
-    expect_near(cast(backprop_filter(c, f.x, f.dy), float64).to_vector<double>(), backprop_filter(c, o.x, o.dy), tol,
-                what + ": backprop filter");
-  }
-}
+TEST(DepthwiseConv2D, HalfDtypesMatchFloat32) { expect_half_dtypes_match_float32(family(), cases()[1]); }
 
 TEST(DepthwiseConv2D, SameBitsTwice) {
-  const Case c{"repeat", {4, 10, 9, 16}, {3, 3, 16, 2}, {2, 1}, {1, 1}, "SAME", {}, true};
-  for (DType d : {float32, float64}) {
-    const Operands o = operands(c, d, 80);
-    eager_vs_traced::expect_same_bits(conv(c, o.x, o.w), conv(c, o.x, o.w), "depthwise");
-    eager_vs_traced::expect_same_bits(backprop_input(c, o.w, o.dy), backprop_input(c, o.w, o.dy), "input");
-    eager_vs_traced::expect_same_bits(backprop_filter(c, o.x, o.dy), backprop_filter(c, o.x, o.dy), "filter");
-  }
+  expect_same_bits_twice(family(), {"repeat", {4, 10, 9, 16}, {3, 3, 16, 2}, {2, 1}, {1, 1}, "SAME", {}, true});
 }
 
 TEST(DepthwiseConv2D, BadInputsAreInvalidArguments) {
