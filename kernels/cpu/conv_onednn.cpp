@@ -210,13 +210,19 @@ Entry make_entry(Pass pass, const ConvParams& p, Layouts layouts) {
 // counts, never by timing. Layers of 64 channels and more in and out take oneDNN's blocked
 // images: its kernels run 10-20 % faster on them, more than the reorders cost (a 3x3 64->64
 // layer's three passes went from 80 to 100-115 GFLOP/s here). Smaller layers take its direct
-// kernel on weft's NHWC images (LeNet's first layers were 10 % slower with the reorders). Where
-// the preferred one is missing, the other; where neither is a direct kernel, any real one.
+// kernel on weft's NHWC images (LeNet's first layers were 10 % slower with the reorders), and so
+// do depthwise ones at any width: a depthwise pass is memory-bound, and oneDNN reads NHWC directly
+// (its "brdgmm_dw" forward, "jit_dw" gradients), where the reorders in and out per chunk had made
+// a [32, 56, 56, 64] forward pass 4.0 ms instead of 1.0 (libtorch 1.2). Where the preferred one is
+// missing, the other; where neither is a direct kernel, any real one.
 Entry choose_entry(Pass pass, const ConvParams& p) {
   auto direct = [](const Entry& e) {
-    return e.usable && (e.impl.rfind("jit", 0) == 0 || e.impl.rfind("brg", 0) == 0);
+    if (!e.usable) return false;
+    for (const char* prefix : {"jit", "brg", "brdgmm"})
+      if (e.impl.rfind(prefix, 0) == 0) return true;
+    return false;
   };
-  const bool wide = p.c >= 64 && p.f >= 64;
+  const bool wide = p.groups == 1 && p.c >= 64 && p.f >= 64;
   Entry first = make_entry(pass, p, wide ? Layouts::kAll : Layouts::kWeftImages);
   if (direct(first)) return first;
   Entry second = make_entry(pass, p, wide ? Layouts::kWeftImages : Layouts::kAll);
