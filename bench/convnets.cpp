@@ -1,7 +1,8 @@
 // Convolutional networks: LeNet-5 and ResNet-20 training steps, eager and traced, beside libtorch
 // (in this binary, on every core) and TensorFlow 2 Keras under tf.function (bench/peers/
-// convnets_tf.py, through WEFT_BENCH_PYTHON), in the same run; and one 3x3 64->64 convolution's
-// forward pass and both gradients against the machine's float32 GEMM rate.
+// convnets_tf.py, through WEFT_BENCH_PYTHON), in the same run; one 3x3 64->64 convolution's
+// forward pass and both gradients against the machine's float32 GEMM rate; and a MobileNet
+// layer's depthwise convolution (forward and both gradients) beside libtorch's.
 //
 // Debian's OpenBLAS 0.3.21 mistakes some AVX-512 CPUs for a "Prescott" and runs generic kernels;
 // libtorch's products would then be crippled. Unless OPENBLAS_CORETYPE is already set, this
@@ -141,6 +142,42 @@ double conv_rate(int calls) {
   return 3 * 2.0 * n * h * w * 9 * c * f / seconds;
 }
 
+// A MobileNet layer's 3x3 depthwise convolution, [32, 56, 56, 64], stride 1, SAME: forward, input
+// gradient and filter gradient in one traced function, beside libtorch's (the same three passes
+// through autograd). Seconds per call of each.
+struct DepthwiseTimes {
+  double weft = 0, torch = 0;
+};
+DepthwiseTimes depthwise_times(int calls) {
+  const int64_t n = 32, h = 56, w = 56, c = 64;
+  Tensor x = random::normal({n, h, w, c}, 0, 1, 1);
+  Tensor k = random::normal({3, 3, c, 1}, 0, 0.3, 2);
+  Tensor dy = random::normal({n, h, w, c}, 0, 1, 3);
+  auto passes = function([&](Tensor xb, Tensor kb, Tensor dyb) {
+    Tensor y = depthwise_conv2d(xb, kb, {1, 1}, "SAME");
+    Tensor dx = depthwise_conv2d_backprop_input({n, h, w, c}, kb, dyb, {1, 1}, "SAME");
+    Tensor dk = depthwise_conv2d_backprop_filter(xb, {3, 3, c, 1}, dyb, {1, 1}, "SAME");
+    return std::vector<Tensor>{y, dx, dk};
+  });
+  DepthwiseTimes t;
+  t.weft = bench::seconds_per_call([&] { (void)passes(x, k, dy); }, calls);
+#ifdef WEFT_HAVE_TORCH
+  // libtorch at its best: the faster of its NCHW and channels-last layouts.
+  for (auto format : {torch::MemoryFormat::Contiguous, torch::MemoryFormat::ChannelsLast}) {
+    auto tx = torch::randn({n, c, h, w}).contiguous(format).requires_grad_();
+    auto tk = torch::randn({c, 1, 3, 3}).requires_grad_();
+    auto tdy = torch::randn({n, c, h, w}).contiguous(format);
+    const double s = bench::seconds_per_call([&] {
+      auto y = torch::nn::functional::conv2d(tx, tk, torch::nn::functional::Conv2dFuncOptions().padding(1).groups(c));
+      auto grads = torch::autograd::grad({y}, {tx, tk}, {tdy});
+      (void)grads[1].sum().item<float>();
+    }, calls, 3);
+    t.torch = t.torch > 0 ? std::min(t.torch, s) : s;
+  }
+#endif
+  return t;
+}
+
 // The machine's float32 GEMM rate: the better of weft's matmul and OpenBLAS (on every core) on
 // 2048^3.
 double gemm_rate(std::string* who) {
@@ -214,6 +251,7 @@ int main(int argc, char** argv) {
   std::string gemm_who;
   const double conv = conv_rate(quick ? 5 : 20);
   const double gemm = gemm_rate(&gemm_who);
+  const DepthwiseTimes dw = depthwise_times(quick ? 5 : 20);
 
   std::vector<bench::Row> rows;
   auto add = [&](const std::string& name, const StepTimes& t, int64_t batch, const char* goal) {
@@ -226,6 +264,8 @@ int main(int argc, char** argv) {
   rows.push_back({"conv 3x3 64->64 32x32 b64 fwd+2 grads", fmt("%.0f GFLOP/s", conv / 1e9),
                   gemm_who + " " + fmt("%.0f GFLOP/s", gemm / 1e9), fmt("%.0f%% of GEMM", 100 * conv / gemm),
                   ">= 80% of GEMM"});
+  rows.push_back({"depthwise 3x3 [32,56,56,64] fwd+2 grads", ms(dw.weft), "libtorch " + ms(dw.torch),
+                   ratio(dw.weft, dw.torch) + " torch", "(no goal)"});
   bench::print_table("convolutional networks, training steps (best of rounds; CPU)", rows);
   if (!tf) std::printf("TensorFlow: n/a (%s)\n", why_no_tf.c_str());
   return 0;
