@@ -106,11 +106,11 @@ class Conv2DImpl final : public ModuleImpl {
     const double limit = std::sqrt(6.0 / static_cast<double>(area * in + area * width_));
     dtype = policy_.variable_dtype_for(dtype);
     const char* kernel_name = depthwise_ ? "depthwise_kernel" : "kernel";
-    kernel_ = register_variable(
-        kernel_name, Variable(random::uniform({kernel_size_[0], kernel_size_[1], in, width_}, -limit, limit, -1, dtype, loc),
-                              name() + "/" + kernel_name, true, loc));
+    const Tensor initial = random::uniform({kernel_size_[0], kernel_size_[1], in, width_}, -limit, limit, -1, dtype, loc);
+    kernel_ = register_variable(kernel_name, Variable(initial, name() + "/" + kernel_name, true, loc));
     const int64_t outputs = depthwise_ ? in * width_ : width_;
-    if (o_.use_bias) bias_ = register_variable("bias", Variable(zeros({outputs}, dtype, loc), name() + "/bias", true, loc));
+    if (o_.use_bias)
+      bias_ = register_variable("bias", Variable(zeros({outputs}, dtype, loc), name() + "/bias", true, loc));
   }
 
   bool depthwise_;

@@ -42,20 +42,27 @@ constexpr ConvOps kConv2D{"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter
 constexpr ConvOps kDepthwise{"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
                              "DepthwiseConv2dNativeBackpropFilter"};
 
-Tensor run_forward(const ConvOps& ops, const Tensor& x, const Tensor& filters, Attrs attrs, const SourceLocation& loc) {
-  return dispatch1(op_def(ops.forward), {x, filters}, attrs, loc);
+// Each family's ops are resolved once (a template per family, a static per template).
+template <const ConvOps& kOps>
+Tensor run_forward(const Tensor& x, const Tensor& filters, Attrs attrs, const SourceLocation& loc) {
+  static const OpDef& op = op_def(kOps.forward);
+  return dispatch1(op, {x, filters}, attrs, loc);
 }
 
-Tensor run_backprop_input(const ConvOps& ops, std::vector<int64_t> input_shape, const Tensor& filters, const Tensor& dy,
-                          Attrs attrs, const SourceLocation& loc) {
+template <const ConvOps& kOps>
+Tensor run_backprop_input(std::vector<int64_t> input_shape, const Tensor& filters, const Tensor& dy, Attrs attrs,
+                          const SourceLocation& loc) {
+  static const OpDef& op = op_def(kOps.input_gradient);
   attrs.set("input_sizes", std::move(input_shape));
-  return dispatch1(op_def(ops.input_gradient), {filters, dy}, attrs, loc);
+  return dispatch1(op, {filters, dy}, attrs, loc);
 }
 
-Tensor run_backprop_filter(const ConvOps& ops, const Tensor& x, std::vector<int64_t> filter_shape, const Tensor& dy,
-                           Attrs attrs, const SourceLocation& loc) {
+template <const ConvOps& kOps>
+Tensor run_backprop_filter(const Tensor& x, std::vector<int64_t> filter_shape, const Tensor& dy, Attrs attrs,
+                           const SourceLocation& loc) {
+  static const OpDef& op = op_def(kOps.filter_gradient);
   attrs.set("filter_sizes", std::move(filter_shape));
-  return dispatch1(op_def(ops.filter_gradient), {x, dy}, attrs, loc);
+  return dispatch1(op, {x, dy}, attrs, loc);
 }
 
 Attrs explicit_window(std::vector<int64_t> strides, const ExplicitPadding& padding, std::vector<int64_t> dilations) {
@@ -68,50 +75,50 @@ Attrs explicit_window(std::vector<int64_t> strides, const ExplicitPadding& paddi
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides, const std::string& padding,
               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_forward(kConv2D, x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_forward<kConv2D>(x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides, const ExplicitPadding& padding,
               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_forward(kConv2D, x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
+  return run_forward<kConv2D>(x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d_backprop_input(const std::vector<int64_t>& input_shape, const Tensor& filters, const Tensor& dy,
                              std::vector<int64_t> strides, const std::string& padding,
                              std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_input(kConv2D, input_shape, filters, dy,
-                            window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_backprop_input<kConv2D>(input_shape, filters, dy,
+                                     window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filter_shape, const Tensor& dy,
                               std::vector<int64_t> strides, const std::string& padding,
                               std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_filter(kConv2D, x, filter_shape, dy,
-                             window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_backprop_filter<kConv2D>(x, filter_shape, dy,
+                                      window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides,
                         const std::string& padding, std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_forward(kDepthwise, x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_forward<kDepthwise>(x, filters, window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, std::vector<int64_t> strides,
                         const ExplicitPadding& padding, std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_forward(kDepthwise, x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
+  return run_forward<kDepthwise>(x, filters, explicit_window(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor depthwise_conv2d_backprop_input(const std::vector<int64_t>& input_shape, const Tensor& filters,
                                        const Tensor& dy, std::vector<int64_t> strides, const std::string& padding,
                                        std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_input(kDepthwise, input_shape, filters, dy,
-                            window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_backprop_input<kDepthwise>(input_shape, filters, dy,
+                                        window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 Tensor depthwise_conv2d_backprop_filter(const Tensor& x, const std::vector<int64_t>& filter_shape, const Tensor& dy,
                                         std::vector<int64_t> strides, const std::string& padding,
                                         std::vector<int64_t> dilations, const SourceLocation& loc) {
-  return run_backprop_filter(kDepthwise, x, filter_shape, dy,
-                             window_attrs(std::move(strides), padding, std::move(dilations)), loc);
+  return run_backprop_filter<kDepthwise>(x, filter_shape, dy,
+                                         window_attrs(std::move(strides), padding, std::move(dilations)), loc);
 }
 
 namespace {
@@ -125,8 +132,8 @@ std::vector<Tensor> forward_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &x = g.input(0), &filters = g.input(1), &dy = g.grad();
   Tensor dx, dw;
-  if (g.needs(0)) dx = run_backprop_input(kOps, sizes_of(x), filters, dy, w, SourceLocation::current());
-  if (g.needs(1)) dw = run_backprop_filter(kOps, x, sizes_of(filters), dy, w, SourceLocation::current());
+  if (g.needs(0)) dx = run_backprop_input<kOps>(sizes_of(x), filters, dy, w, SourceLocation::current());
+  if (g.needs(1)) dw = run_backprop_filter<kOps>(x, sizes_of(filters), dy, w, SourceLocation::current());
   return {dx, dw};
 }
 
@@ -135,8 +142,8 @@ std::vector<Tensor> backprop_input_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &filters = g.input(0), &dy = g.input(1), &ddx = g.grad();
   Tensor d_filters, d_dy;
-  if (g.needs(0)) d_filters = run_backprop_filter(kOps, ddx, sizes_of(filters), dy, w, SourceLocation::current());
-  if (g.needs(1)) d_dy = run_forward(kOps, ddx, filters, w, SourceLocation::current());
+  if (g.needs(0)) d_filters = run_backprop_filter<kOps>(ddx, sizes_of(filters), dy, w, SourceLocation::current());
+  if (g.needs(1)) d_dy = run_forward<kOps>(ddx, filters, w, SourceLocation::current());
   return {d_filters, d_dy};
 }
 
@@ -145,8 +152,8 @@ std::vector<Tensor> backprop_filter_grad(const GradContext& g) {
   const Attrs w = window_attrs_of(g.attrs);
   const Tensor &x = g.input(0), &dy = g.input(1), &ddw = g.grad();
   Tensor d_x, d_dy;
-  if (g.needs(0)) d_x = run_backprop_input(kOps, sizes_of(x), ddw, dy, w, SourceLocation::current());
-  if (g.needs(1)) d_dy = run_forward(kOps, x, ddw, w, SourceLocation::current());
+  if (g.needs(0)) d_x = run_backprop_input<kOps>(sizes_of(x), ddw, dy, w, SourceLocation::current());
+  if (g.needs(1)) d_dy = run_forward<kOps>(x, ddw, w, SourceLocation::current());
   return {d_x, d_dy};
 }
 

@@ -55,7 +55,8 @@ TEST(DepthwiseConv2D, MatchesDirectLoopsInFloat64AndFloat32) { expect_matches_di
 
 // MobileNet-like layers, large enough for oneDNN's vectorised depthwise kernels, in chunks.
 TEST(DepthwiseConv2D, Float32OfALargerLayerMatchesFloat64) {
-  expect_float32_matches_float64(family(), {"larger", {9, 14, 13, 32}, {3, 3, 32, 1}, {1, 1}, {1, 1}, "SAME", {}, true});
+  expect_float32_matches_float64(family(),
+                                 {"larger", {9, 14, 13, 32}, {3, 3, 32, 1}, {1, 1}, {1, 1}, "SAME", {}, true});
   expect_float32_matches_float64(
       family(), {"larger strided, multiplier 2", {9, 14, 13, 24}, {3, 3, 24, 2}, {2, 2}, {1, 1}, "SAME", {}, true});
 }
