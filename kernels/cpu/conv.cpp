@@ -1,9 +1,9 @@
 // CPU Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter, and the depthwise convolution's three
-// (DepthwiseConv2dNative...). float32 goes to oneDNN where it has a real implementation for the
-// problem (conv_onednn.h; a depthwise one is its grouped convolution, a group per channel), else
-// to weft's reference (im2col and GEMM, conv_reference.h; direct loops for the depthwise ones,
-// conv_depthwise_reference.h); float64 always to the reference; float16 and bfloat16 through the
-// float32 kernel (via_float32.h).
+// (DepthwiseConv2dNative...): the same kernels, which differ only in how they read the problem
+// (conv_kernel_params.h; a depthwise one is a grouped convolution, a group per channel). float32
+// goes to oneDNN where it has a real implementation for the problem (conv_onednn.h), else to
+// weft's reference (conv_reference.h); float64 always to the reference; float16 and bfloat16
+// through the float32 kernel (via_float32.h).
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -11,7 +11,6 @@
 #include "kernels/conv_kernel_params.h"
 #include "kernels/cpu/bias_epilogue.h"
 #include "kernels/cpu/broadcast_plan.h"
-#include "kernels/cpu/conv_depthwise_reference.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/conv_reference.h"
 #include "kernels/cpu/via_float32.h"
@@ -34,9 +33,9 @@ T* out(const KernelContext& ctx) {
 
 // Conv2D's output into output 0: oneDNN's for float32 where it takes the problem, which also runs
 // `epilogue` on each chunk of images as it is written (then true), else the reference (false).
-template <class T>
+template <class T, ConvParamsOf kParams = conv_kernel_params>
 bool conv2d_forward(KernelContext& ctx, const OutputRows& epilogue = {}) {
-  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
+  const ConvParams p = kParams(ctx, ctx.input(0).shape(), ctx.input(1).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx), epilogue)) return true;
   }
@@ -44,9 +43,9 @@ bool conv2d_forward(KernelContext& ctx, const OutputRows& epilogue = {}) {
   return false;
 }
 
-template <class T>
+template <class T, ConvParamsOf kParams = conv_kernel_params>
 void conv2d_kernel(KernelContext& ctx) {
-  conv2d_forward<T>(ctx);
+  conv2d_forward<T, kParams>(ctx);
 }
 
 // FusedConv2D: Conv2D's kernel, then FusedMatMul's epilogue (bias_epilogue.h) over its output
@@ -73,49 +72,22 @@ void fused_conv2d_kernel(KernelContext& ctx) {
   });
 }
 
-template <class T>
+template <class T, ConvParamsOf kParams = conv_kernel_params>
 void backprop_input_kernel(KernelContext& ctx) {
-  const ConvParams p = conv_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
+  const ConvParams p = kParams(ctx, ctx.output(0).shape(), ctx.input(0).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d_backprop_input(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
   }
   conv2d_backprop_input_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
 }
 
-template <class T>
+template <class T, ConvParamsOf kParams = conv_kernel_params>
 void backprop_filter_kernel(KernelContext& ctx) {
-  const ConvParams p = conv_kernel_params(ctx, ctx.input(0).shape(), ctx.output(0).shape());
+  const ConvParams p = kParams(ctx, ctx.input(0).shape(), ctx.output(0).shape());
   if constexpr (std::is_same_v<T, float>) {
     if (onednn_conv2d_backprop_filter(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
   }
   conv2d_backprop_filter_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
-}
-
-template <class T>
-void depthwise_kernel(KernelContext& ctx) {
-  const ConvParams p = depthwise_kernel_params(ctx, ctx.input(0).shape(), ctx.input(1).shape());
-  if constexpr (std::is_same_v<T, float>) {
-    if (onednn_conv2d(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
-  }
-  depthwise_conv2d_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
-}
-
-template <class T>
-void depthwise_backprop_input_kernel(KernelContext& ctx) {
-  const ConvParams p = depthwise_kernel_params(ctx, ctx.output(0).shape(), ctx.input(0).shape());
-  if constexpr (std::is_same_v<T, float>) {
-    if (onednn_conv2d_backprop_input(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
-  }
-  depthwise_backprop_input_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
-}
-
-template <class T>
-void depthwise_backprop_filter_kernel(KernelContext& ctx) {
-  const ConvParams p = depthwise_kernel_params(ctx, ctx.input(0).shape(), ctx.output(0).shape());
-  if constexpr (std::is_same_v<T, float>) {
-    if (onednn_conv2d_backprop_filter(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx))) return;
-  }
-  depthwise_backprop_filter_reference<T>(ctx.pool(), p, in<T>(ctx, 0), in<T>(ctx, 1), out<T>(ctx));
 }
 
 }  // namespace
@@ -129,16 +101,17 @@ void register_conv_kernels() {
   register_kernel("Conv2DBackpropInput", DeviceType::CPU, float64, backprop_input_kernel<double>);
   register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float32, backprop_filter_kernel<float>);
   register_kernel("Conv2DBackpropFilter", DeviceType::CPU, float64, backprop_filter_kernel<double>);
-  register_kernel("DepthwiseConv2dNative", DeviceType::CPU, float32, depthwise_kernel<float>);
-  register_kernel("DepthwiseConv2dNative", DeviceType::CPU, float64, depthwise_kernel<double>);
+  constexpr ConvParamsOf kDepthwise = depthwise_kernel_params;
+  register_kernel("DepthwiseConv2dNative", DeviceType::CPU, float32, conv2d_kernel<float, kDepthwise>);
+  register_kernel("DepthwiseConv2dNative", DeviceType::CPU, float64, conv2d_kernel<double, kDepthwise>);
   register_kernel("DepthwiseConv2dNativeBackpropInput", DeviceType::CPU, float32,
-                  depthwise_backprop_input_kernel<float>);
+                  backprop_input_kernel<float, kDepthwise>);
   register_kernel("DepthwiseConv2dNativeBackpropInput", DeviceType::CPU, float64,
-                  depthwise_backprop_input_kernel<double>);
+                  backprop_input_kernel<double, kDepthwise>);
   register_kernel("DepthwiseConv2dNativeBackpropFilter", DeviceType::CPU, float32,
-                  depthwise_backprop_filter_kernel<float>);
+                  backprop_filter_kernel<float, kDepthwise>);
   register_kernel("DepthwiseConv2dNativeBackpropFilter", DeviceType::CPU, float64,
-                  depthwise_backprop_filter_kernel<double>);
+                  backprop_filter_kernel<double, kDepthwise>);
   register_via_float32({"Conv2D", "FusedConv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
                         "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
                         "DepthwiseConv2dNativeBackpropFilter"});

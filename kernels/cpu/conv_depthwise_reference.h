@@ -1,6 +1,7 @@
 // weft's own depthwise convolutions on the CPU (DepthwiseConv2dNative and its gradients), direct
-// loops: float64 always runs here; float32 where oneDNN does not take the problem
-// (conv_onednn.h), and the tests hold oneDNN to these results.
+// loops, reached through conv_reference.h's entry points for a grouped problem: float64 always
+// runs here; float32 where oneDNN does not take the problem (conv_onednn.h), and the tests hold
+// oneDNN to these results.
 //
 // p.groups == p.c: input channel ch meets filter columns [ch * M, (ch + 1) * M) of the
 // [kh, kw, C * M] filter, M = p.f / p.c.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/conv_depthwise_reference.h"
 #include "kernels/cpu/gemm.h"
 
 namespace weft::cpu {
@@ -79,6 +80,7 @@ void fill_im2col(ThreadPool& pool, const ConvParams& p, const T* x, T* col, int6
 
 template <class T>
 void conv2d_reference(ThreadPool& pool, const ConvParams& p, const T* x, const T* filter, T* y) {
+  if (p.groups > 1) return depthwise_conv2d_reference(pool, p, x, filter, y);
   const int64_t k = p.kh * p.kw * p.c, cells = p.oh * p.ow;
   if (p.n * cells * p.f == 0) return;
   if (k == 0) {
@@ -97,6 +99,7 @@ void conv2d_reference(ThreadPool& pool, const ConvParams& p, const T* x, const T
 
 template <class T>
 void conv2d_backprop_input_reference(ThreadPool& pool, const ConvParams& p, const T* filter, const T* dy, T* dx) {
+  if (p.groups > 1) return depthwise_backprop_input_reference(pool, p, filter, dy, dx);
   const int64_t k = p.kh * p.kw * p.c, cells = p.oh * p.ow;
   const int64_t total = p.n * p.h * p.w * p.c;
   if (total == 0) return;
@@ -118,6 +121,7 @@ void conv2d_backprop_input_reference(ThreadPool& pool, const ConvParams& p, cons
 
 template <class T>
 void conv2d_backprop_filter_reference(ThreadPool& pool, const ConvParams& p, const T* x, const T* dy, T* dfilter) {
+  if (p.groups > 1) return depthwise_backprop_filter_reference(pool, p, x, dy, dfilter);
   const int64_t k = p.kh * p.kw * p.c, cells = p.oh * p.ow;
   if (k * p.f == 0) return;
   if (p.n * cells == 0) {

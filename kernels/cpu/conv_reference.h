@@ -2,6 +2,9 @@
 // per chunk of images. float64 always runs here; float32 runs here where oneDNN does not take it
 // (conv_onednn.h), and the tests hold oneDNN to these results.
 //
+// Grouped problems (ConvParams::groups > 1) are depthwise ones, the only kind an op makes: they
+// go to the direct loops of conv_depthwise_reference.h.
+//
 // Bits: im2col and col2im are copies and fixed-order sums, and gemm.h's products depend on the
 // shape and the pool's thread count only, so the results are the same run to run.
 #pragma once

@@ -315,7 +315,7 @@ template <class T>
 // LayerNorm's rows [r0, r1) of n elements.
 template <class T>
 WEFT_ISA_CLONES void layer_norm_rows(const T* x, const T* gamma, const T* beta, int64_t r0, int64_t r1,
-                                               int64_t n, double eps, T* y, T* mean_out, T* rstd_out) {
+                                     int64_t n, double eps, T* y, T* mean_out, T* rstd_out) {
   for (int64_t r = r0; r < r1; ++r) {
     if (n == 0) {  // an empty row has no statistics (0 / 0), as TensorFlow's moments
       mean_out[r] = rstd_out[r] = std::numeric_limits<T>::quiet_NaN();

@@ -308,11 +308,7 @@ bool settled_if_empty(const KernelContext& ctx, CudaContext& cu, const ConvParam
   return true;
 }
 
-// The problem of a Conv2D-family node (x [n, h, w, c], filter [kh, kw, c, f]) or of a depthwise
-// one (filter [kh, kw, c, multiplier]).
-using ParamsOf = ConvParams (*)(const KernelContext&, const Shape& x, const Shape& filter);
-
-template <ParamsOf kParams = conv_kernel_params>
+template <ConvParamsOf kParams = conv_kernel_params>
 void conv2d(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
   const ConvParams params = kParams(ctx, ctx.input(0).shape(), ctx.input(1).shape());
@@ -347,7 +343,7 @@ void fused_conv2d(KernelContext& ctx) {
   check_launch(ctx);
 }
 
-template <ParamsOf kParams = conv_kernel_params>
+template <ConvParamsOf kParams = conv_kernel_params>
 void backprop_input(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
   const ConvParams params = kParams(ctx, ctx.output(0).shape(), ctx.input(0).shape());
@@ -369,7 +365,7 @@ void backprop_input(KernelContext& ctx) {
   if (pr.pad.copied()) pr.crop_image(dx, ctx.output(0));
 }
 
-template <ParamsOf kParams = conv_kernel_params>
+template <ConvParamsOf kParams = conv_kernel_params>
 void backprop_filter(KernelContext& ctx) {
   CudaContext& cu = cuda_context(ctx);
   const ConvParams params = kParams(ctx, ctx.input(0).shape(), ctx.output(0).shape());

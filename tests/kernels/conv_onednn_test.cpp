@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/conv_params.h"
-#include "kernels/cpu/conv_depthwise_reference.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/conv_reference.h"
 #include "runtime/thread_pool.h"
@@ -119,15 +118,9 @@ int check_problems(const std::vector<Problem>& problems, bool depthwise) {
     }
     std::vector<double> y(o1.y.size()), dx(o1.dx.size()), dw(o1.dw.size());
     const auto xd = widened(x), wd = widened(w), dyd = widened(dy);
-    if (depthwise) {
-      depthwise_conv2d_reference<double>(one, p, xd.data(), wd.data(), y.data());
-      depthwise_backprop_input_reference<double>(one, p, wd.data(), dyd.data(), dx.data());
-      depthwise_backprop_filter_reference<double>(one, p, xd.data(), dyd.data(), dw.data());
-    } else {
-      conv2d_reference<double>(one, p, xd.data(), wd.data(), y.data());
-      conv2d_backprop_input_reference<double>(one, p, wd.data(), dyd.data(), dx.data());
-      conv2d_backprop_filter_reference<double>(one, p, xd.data(), dyd.data(), dw.data());
-    }
+    conv2d_reference<double>(one, p, xd.data(), wd.data(), y.data());  // a grouped one: the depthwise loops
+    conv2d_backprop_input_reference<double>(one, p, wd.data(), dyd.data(), dx.data());
+    conv2d_backprop_filter_reference<double>(one, p, xd.data(), dyd.data(), dw.data());
     expect_near(o1.y, y, "forward");
     expect_near(o1.dx, dx, "input gradient");
     expect_near(o1.dw, dw, "filter gradient");
