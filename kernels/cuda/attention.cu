@@ -5,14 +5,15 @@
 // Straightforward kernels of weft's own, correct before fast: one thread per query row for the
 // output and dq, one per key row for dk and dv, each walking the other sequence with the same
 // rules (mask, bottom-right causal alignment, Philox dropout by element index) as the CPU, and
-// accumulating in float (double for float64). Memory stays linear in the sequence. A tiled
-// kernel in shared memory, and cuDNN's fused attention for 16-bit types, are the next steps
-// (the issue's GPU goal); neither has run here, where no GPU is lent.
+// accumulating in float (double for float64). Memory stays linear in the sequence. float16 and
+// bfloat16 calls go to cuDNN's fused attention first (attention_cudnn.h says when it takes them);
+// these kernels compute the rest. A tiled float32 kernel in shared memory is the next step.
 #include <cuda_runtime.h>
 
 #include <cmath>
 
 #include "kernels/attention_params.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_half.cuh"
 #include "kernels/philox.h"
@@ -172,7 +173,7 @@ template <class T, class P>
 void attention(KernelContext& ctx) {
   const Geo g = geometry(ctx, 0, 3);
   const int64_t rows = ctx.output(1).size();
-  if (rows == 0) return;
+  if (rows == 0 || cudnn_attention_forward(ctx, g)) return;
   Tensor acc = Tensor::empty(ctx.output(1).dtype(), Shape{rows * g.dv}, &ctx.device);
   forward_kernel<T, P><<<blocks_for(rows), kThreads, 0, cuda_context(ctx).stream>>>(
       g, static_cast<const T*>(raw_data(ctx.input(0))), static_cast<const T*>(raw_data(ctx.input(1))), static_cast<const T*>(raw_data(ctx.input(2))), static_cast<T*>(raw_data(ctx.output(0))),
@@ -183,6 +184,7 @@ void attention(KernelContext& ctx) {
 template <class T, class P>
 void attention_grad(KernelContext& ctx) {
   const Geo g = geometry(ctx, 1, 6);
+  if (cudnn_attention_backward(ctx, g)) return;
   const int64_t rows = ctx.input(5).size();
   cudaStream_t stream = cuda_context(ctx).stream;
   const DType pd = ctx.input(5).dtype();

@@ -22,11 +22,11 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/conv_kernel_params.h"
 #include "kernels/cuda/conv_layout.h"
+#include "kernels/cuda/cudnn_handle.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "runtime/cuda/cuda_check.h"
@@ -39,24 +39,8 @@ namespace weft::cuda {
 
 namespace {
 
-void check_dnn(cudnnStatus_t status, const KernelContext& ctx, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw Internal("[" + ctx.op.display + "] cuDNN " + what + " failed: " + cudnnGetErrorString(status));
-}
-
 void check_copy(cudaError_t err, const KernelContext& ctx, const char* what) {
   if (err != cudaSuccess) throw Internal("[" + ctx.op.display + "] " + what + ": " + cudaGetErrorString(err));
-}
-
-// One handle per (thread, GPU): a cuDNN handle must not be used by two threads at once, and
-// kernels run on any executor thread. Handles are kept until the process ends, never destroyed
-// from a thread-exit destructor that may run after the CUDA runtime is gone.
-cudnnHandle_t handle_for(const KernelContext& ctx, CudaContext& cu) {
-  thread_local std::unordered_map<int, cudnnHandle_t> handles;
-  cudnnHandle_t& h = handles[cu.device];
-  if (!h) check_dnn(cudnnCreate(&h), ctx, "cudnnCreate");
-  check_dnn(cudnnSetStream(h, cu.stream), ctx, "cudnnSetStream");
-  return h;
 }
 
 struct DnnTypes {
@@ -188,7 +172,7 @@ struct Problem {
   ConvDesc conv;
 
   Problem(const KernelContext& c, CudaContext& cuda, DType t, const ConvParams& params)
-      : ctx(c), cu(cuda), handle(handle_for(c, cuda)), dtype(t), types(dnn_types(c, t)), p(params),
+      : ctx(c), cu(cuda), handle(dnn_handle(c, cuda)), dtype(t), types(dnn_types(c, t)), p(params),
         pad(padding_of(params)), x(c, types.data, p.n, p.c, pad.hp, pad.wp), y(c, types.data, p.n, p.f, p.oh, p.ow),
         w(c, types.data, p), conv(c, types, p, pad) {
     int n = 0, ch = 0, oh = 0, ow = 0;

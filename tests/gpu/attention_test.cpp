@@ -3,14 +3,18 @@
 // (rows that see no key), a broadcast boolean mask, no mask, dropout by seed, sequences longer
 // than the CPU's tiles; float32, float64, and the 16-bit types computed in float. Each device sums
 // in its own order, so the results agree within a few roundings; the dropout mask is the same
-// bits. Skipped without a GPU.
+// bits. float16 and bfloat16 calls that cuDNN's fused attention computes exactly as weft defines
+// the op go to it (kernels/cuda/attention_cudnn.h): the cases above include some, and a test of
+// nanoGPT-sized problems checks that the fused path is taken. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "kernels/cuda/attention_cudnn.h"
 
 namespace weft::gpu_test {
 namespace {
@@ -40,6 +44,13 @@ Tensor mask_for(const Case& c) {
   return Tensor::from_host(DType::Bool, Shape{c.b, 1, c.sq, c.sk}, keep.get());
 }
 
+// q, k, v and the output's gradient, uniform in [-1, 1], from seeds `seed` to `seed + 3`.
+std::array<Tensor, 4> operands(const Case& c, DType dt, uint64_t seed) {
+  return {uniform(dt, Shape{c.b, c.h, c.sq, c.d}, seed, -1, 1), uniform(dt, Shape{c.b, c.h, c.sk, c.d}, seed + 1, -1, 1),
+          uniform(dt, Shape{c.b, c.h, c.sk, c.dv}, seed + 2, -1, 1),
+          uniform(dt, Shape{c.b, c.h, c.sq, c.dv}, seed + 3, -1, 1)};
+}
+
 Tensor seed_tensor(int64_t seed) { return Tensor::from_host(DType::Int64, Shape{}, &seed); }
 
 double tolerance(DType d) {
@@ -61,10 +72,7 @@ TEST(AttentionGpu, ForwardAndGradientMatchTheCpu) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16})
     for (const Case& c : cases) {
       const std::string what = describe(c, dt);
-      const Tensor q = uniform(dt, Shape{c.b, c.h, c.sq, c.d}, 1, -1, 1);
-      const Tensor k = uniform(dt, Shape{c.b, c.h, c.sk, c.d}, 2, -1, 1);
-      const Tensor v = uniform(dt, Shape{c.b, c.h, c.sk, c.dv}, 3, -1, 1);
-      const Tensor dout = uniform(dt, Shape{c.b, c.h, c.sq, c.dv}, 4, -1, 1);
+      const auto [q, k, v, dout] = operands(c, dt, 1);
       const Attrs attrs{{"scale", 0.35}, {"causal", c.causal}, {"has_mask", c.masked}, {"dropout", c.dropout}};
       std::vector<Tensor> extra;
       if (c.masked) extra.push_back(mask_for(c));
@@ -81,6 +89,33 @@ TEST(AttentionGpu, ForwardAndGradientMatchTheCpu) {
       gin.insert(gin.end(), extra.begin(), extra.end());
       const std::vector<Tensor> gw = run_all(*cpu_device(), "ScaledDotProductAttentionGrad", gin, attrs);
       const std::vector<Tensor> gg = run_all(*gpu(), "ScaledDotProductAttentionGrad", gin, attrs);
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(gw[i], gg[i], 4 * tol, 4 * tol)) << "gradient " << i << " " << what;
+    }
+}
+
+// Problems of a GPT's shape (head dimension 64, causal, Sq = Sk and a query block after a cache):
+// cuDNN takes the forward and the gradient of each, and they agree with the CPU's.
+TEST(AttentionGpu, SixteenBitAttentionRunsCudnnsFusedKernels) {
+  WEFT_REQUIRE_GPU();
+  const Case cases[] = {{2, 6, 256, 256, 64, 64, true, false, 0},
+                        {1, 4, 64, 192, 64, 64, true, false, 0},
+                        {2, 2, 128, 128, 64, 64, false, false, 0}};
+  for (DType dt : {DType::Float16, DType::BFloat16})
+    for (const Case& c : cases) {
+      const std::string what = describe(c, dt);
+      const auto [q, k, v, dout] = operands(c, dt, 5);
+      const Attrs attrs{{"scale", 0.125}, {"causal", c.causal}, {"has_mask", false}, {"dropout", 0.0}};
+      const int64_t before = cuda::cudnn_attention_calls();
+      const std::vector<Tensor> want = run_all(*cpu_device(), "ScaledDotProductAttention", {q, k, v}, attrs);
+      const std::vector<Tensor> got = run_all(*gpu(), "ScaledDotProductAttention", {q, k, v}, attrs);
+      const std::vector<Tensor> gw =
+          run_all(*cpu_device(), "ScaledDotProductAttentionGrad", {dout, q, k, v, want[0], want[1]}, attrs);
+      const std::vector<Tensor> gg =
+          run_all(*gpu(), "ScaledDotProductAttentionGrad", {dout, q, k, v, got[0], got[1]}, attrs);
+      EXPECT_EQ(cuda::cudnn_attention_calls() - before, 2) << "cuDNN did not take both passes of " << what << "; its last refusal: " << cuda::cudnn_attention_refusal();
+      const double tol = tolerance(dt);
+      EXPECT_TRUE(close(want[0], got[0], tol, tol)) << "out " << what;
+      EXPECT_TRUE(close(want[1], got[1], 1e-4, 1e-4)) << "lse " << what;
       for (int i = 0; i < 3; ++i) EXPECT_TRUE(close(gw[i], gg[i], 4 * tol, 4 * tol)) << "gradient " << i << " " << what;
     }
 }
