@@ -35,6 +35,7 @@ struct Avx2 {
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmsub(F a, F b, F c) { return _mm256_fnmsub_ps(a, b, c); }  // -(a b) - c, rounded once
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F abs(F a) { return _mm256_castsi256_ps(_mm256_and_si256(bits(a), _mm256_set1_epi32(0x7fffffff))); }

@@ -39,6 +39,7 @@ struct Avx512 {
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F div(F a, F b) { return _mm512_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnmsub(F a, F b, F c) { return _mm512_fnmsub_ps(a, b, c); }  // -(a b) - c, rounded once
   static F min(F a, F b) { return _mm512_min_ps(a, b); }  // NaN or equal: b, as MINPS
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F abs(F a) { return from_bits(_mm512_and_si512(bits(a), _mm512_set1_epi32(0x7fffffff))); }

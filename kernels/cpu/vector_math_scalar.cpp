@@ -26,6 +26,7 @@ struct Scalar {
   static F mul(F a, F b) { return a * b; }
   static F div(F a, F b) { return a / b; }
   static F fma(F a, F b, F c) { return std::fma(a, b, c); }
+  static F fnmsub(F a, F b, F c) { return std::fma(-a, b, -c); }  // -(a b) - c, rounded once
   static F min(F a, F b) { return a < b ? a : b; }
   static F max(F a, F b) { return a > b ? a : b; }
   static F abs(F a) { return std::bit_cast<F>(std::bit_cast<uint32_t>(a) & 0x7fffffffu); }
